@@ -1,0 +1,84 @@
+"""The KV cache as an object the caller holds and can look into.
+
+Each layer keeps the keys and values of every token seen so far, shaped
+``[batch, heads, tokens, head_dim]``. A decode step appends one position per layer and attends over
+all of them, instead of recomputing the whole history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import _hf
+
+
+@dataclass(frozen=True)
+class CacheSnapshot:
+    """What the cache holds at one moment: shapes and bytes (no tensors, cheap to keep per step)."""
+
+    tokens: int
+    layer_shapes: tuple[tuple[int, int, int, int], ...]  # per layer, keys [batch, heads, tokens, head_dim]
+    bytes_per_layer: tuple[int, ...]  # keys + values
+    total_bytes: int
+    dtype: str
+
+    def __repr__(self) -> str:
+        shape = self.layer_shapes[0] if self.layer_shapes else ()
+        return (f"CacheSnapshot({self.tokens} tokens, {len(self.layer_shapes)} layers x K,V {list(shape)}, "
+                f"{self.total_bytes:,} bytes {self.dtype})")
+
+    def to_dict(self) -> dict:
+        """Plain-Python form (for JSON and plots)."""
+        return {"tokens": self.tokens, "layer_shapes": [list(s) for s in self.layer_shapes],
+                "bytes_per_layer": list(self.bytes_per_layer), "total_bytes": self.total_bytes,
+                "dtype": self.dtype}
+
+
+class KVCache:
+    """A growing per-layer key/value store (wraps Hugging Face's ``DynamicCache`` or ``StaticCache``).
+
+    ``cache.layers[i]`` is ``(keys, values)``, each ``[batch, heads, tokens, head_dim]``;
+    ``cache.tokens`` is how many positions are held; ``cache.nbytes`` what they occupy.
+    A static (pre-allocated) cache reports its full allocated size in ``nbytes``.
+    """
+
+    def __init__(self, hf_cache, *, static: bool = False) -> None:
+        self.hf = hf_cache
+        self.static = static
+
+    @property
+    def tokens(self) -> int:
+        """Positions held (the context the next decode step attends over)."""
+        return _hf.cache_length(self.hf)
+
+    @property
+    def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per layer ``(keys, values)``, each ``[batch, heads, tokens, head_dim]``."""
+        return _hf.cache_tensors(self.hf)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of all keys and values (allocated size for a static cache)."""
+        return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.layers)
+
+    def snapshot(self) -> CacheSnapshot:
+        """Shapes and bytes now (for a static cache, the shapes cover the filled positions only)."""
+        layers = self.layers
+        n = self.tokens
+        shapes, sizes = [], []
+        for k, v in layers:
+            shape = (k.shape[0], k.shape[1], n if self.static else k.shape[2], k.shape[3])
+            shapes.append(tuple(int(s) for s in shape))
+            per = k.element_size() * shape[0] * shape[1] * shape[2] * shape[3]
+            sizes.append(2 * per)
+        dtype = str(layers[0][0].dtype).removeprefix("torch.") if layers else "none"
+        return CacheSnapshot(n, tuple(shapes), tuple(sizes), sum(sizes), dtype)
+
+    def __repr__(self) -> str:
+        kind = "static" if self.static else "dynamic"
+        layers = self.layers
+        shape = list(layers[0][0].shape) if layers else []
+        return (f"KVCache({kind}, {self.tokens} tokens, {len(layers)} layers, "
+                f"K/V per layer {shape} [batch, heads, tokens, head_dim], {self.nbytes:,} bytes)")

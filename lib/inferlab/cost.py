@@ -1,0 +1,223 @@
+"""What a forward pass costs: FLOPs, bytes moved, arithmetic intensity, and the roofline floors.
+
+Counting (REFERENCE.md; GPT-2, one sequence):
+    FLOPs per token  ~ 2 x (non-embedding params + LM head params) + 4 x n_layer x d_model x context
+    KV bytes / token = 2 (K and V) x n_layer x n_head x head_dim x bytes_per_element
+    decode step bytes ~ all weights + the KV cache read      (weights are read once per step)
+    prefill bytes     ~ all weights + the KV cache written    (each weight is reused S times)
+Floors: time >= bytes / memory bandwidth, and time >= FLOPs / peak compute. Both ceilings are
+measured on the device in use by ``measure_machine``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from .errors import check_number
+from .timing import clock
+
+
+@dataclass(frozen=True)
+class Shape:
+    """The sizes the cost model needs (from a loaded model's ``info`` or a published config)."""
+
+    name: str
+    n_layer: int
+    n_head: int
+    d_model: int
+    vocab_size: int
+    n_ctx: int
+    bytes_per_element: int = 4
+    n_kv_head: int | None = None  # grouped-query attention: fewer K/V heads than query heads
+    d_ff: int | None = None  # MLP width (GPT-2: 4 x d_model)
+    tied_head: bool = True
+
+    @property
+    def head_dim(self) -> int:
+        """d_model / n_head."""
+        return self.d_model // self.n_head
+
+    @property
+    def kv_heads(self) -> int:
+        """Heads that store keys and values (== n_head without grouped-query attention)."""
+        return self.n_kv_head or self.n_head
+
+    @property
+    def layer_params(self) -> int:
+        """Weights of one block: attention (Q, K, V, out) + MLP (biases ignored)."""
+        d, ff = self.d_model, self.d_ff or 4 * self.d_model
+        kv = self.kv_heads * self.head_dim
+        mlp = (3 if self.d_ff else 2) * d * ff  # gated MLPs (LLaMA-style) have three matrices
+        return d * d * 2 + 2 * d * kv + mlp
+
+    @property
+    def weight_params(self) -> int:
+        """All weights read per forward: blocks + embedding table (+ an untied LM head)."""
+        emb = self.vocab_size * self.d_model
+        return self.n_layer * self.layer_params + emb * (1 if self.tied_head else 2)
+
+    @property
+    def weight_bytes(self) -> int:
+        """Bytes of all weights in this dtype."""
+        return self.weight_params * self.bytes_per_element
+
+    @classmethod
+    def from_info(cls, info) -> Shape:
+        """From a loaded model's ``ModelInfo``."""
+        return cls(name=info.name, n_layer=info.n_layer, n_head=info.n_head, d_model=info.d_model,
+                   vocab_size=info.vocab_size, n_ctx=info.n_ctx, bytes_per_element=info.bytes_per_element)
+
+
+def kv_bytes_per_token(shape: Shape) -> int:
+    """2 (K and V) x layers x kv_heads x head_dim x bytes per element."""
+    return 2 * shape.n_layer * shape.kv_heads * shape.head_dim * shape.bytes_per_element
+
+
+def flops_per_token(shape: Shape, context: int) -> int:
+    """Forward FLOPs for one token attending over ``context`` positions (matmuls only)."""
+    dense = 2 * (shape.n_layer * shape.layer_params + shape.vocab_size * shape.d_model)
+    attention = 4 * shape.n_layer * shape.d_model * context
+    return dense + attention
+
+
+@dataclass(frozen=True)
+class Cost:
+    """FLOPs and bytes of one forward, and the floors they imply on a given machine."""
+
+    job: str
+    tokens: int  # tokens processed in this forward (all sequences)
+    flops: float
+    bytes: float
+    floor_compute_s: float | None = None
+    floor_memory_s: float | None = None
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity, FLOPs per byte moved."""
+        return self.flops / self.bytes
+
+    @property
+    def floor_s(self) -> float | None:
+        """The roofline floor: the larger of the two lower bounds."""
+        if self.floor_compute_s is None or self.floor_memory_s is None:
+            return None
+        return max(self.floor_compute_s, self.floor_memory_s)
+
+    @property
+    def bound(self) -> str | None:
+        """"compute" or "memory": which floor is higher on this machine."""
+        if self.floor_s is None:
+            return None
+        return "compute" if self.floor_compute_s >= self.floor_memory_s else "memory"
+
+    def __repr__(self) -> str:
+        floors = ""
+        if self.floor_s is not None:
+            floors = (f", floors: compute {self.floor_compute_s * 1e3:.3f} ms, memory "
+                      f"{self.floor_memory_s * 1e3:.3f} ms ({self.bound}-bound)")
+        return (f"Cost({self.job}: {self.flops / 1e9:.3f} GFLOP, {self.bytes / 1e6:.1f} MB, "
+                f"{self.intensity:.2f} FLOP/B{floors})")
+
+
+def _floors(job, tokens, flops, nbytes, machine) -> Cost:
+    if machine is None:
+        return Cost(job, tokens, flops, nbytes)
+    return Cost(job, tokens, flops, nbytes, flops / machine.flops_per_s, nbytes / machine.bytes_per_s)
+
+
+def prefill_cost(shape: Shape, prompt_len: int, batch: int = 1, machine: MachineProfile | None = None) -> Cost:
+    """Prefill of ``prompt_len`` tokens (per sequence, ``batch`` sequences): weights read once, KV written."""
+    check_number("prompt_len", prompt_len, low=1, integer=True)
+    # token i attends over i+1 positions: sum = S(S+1)/2 -> average context (S+1)/2
+    dense = 2 * (shape.n_layer * shape.layer_params + shape.vocab_size * shape.d_model)
+    attn = 4 * shape.n_layer * shape.d_model * prompt_len * (prompt_len + 1) / 2
+    flops = batch * (prompt_len * dense + attn)
+    nbytes = shape.weight_bytes + batch * prompt_len * kv_bytes_per_token(shape)
+    return _floors("prefill", batch * prompt_len, flops, nbytes, machine)
+
+
+def decode_cost(shape: Shape, context: int, batch: int = 1, machine: MachineProfile | None = None) -> Cost:
+    """One decode step with ``context`` positions in the cache, for ``batch`` sequences."""
+    check_number("context", context, low=0, integer=True)
+    flops = batch * flops_per_token(shape, context + 1)
+    nbytes = shape.weight_bytes + batch * (context + 1) * kv_bytes_per_token(shape)
+    return _floors("decode", batch, flops, nbytes, machine)
+
+
+@dataclass(frozen=True)
+class MachineProfile:
+    """Measured ceilings of one device: memory bandwidth (a large copy) and matmul throughput."""
+
+    device: str
+    dtype: str
+    bytes_per_s: float
+    flops_per_s: float
+    copy_mb: int
+    matmul_n: int
+
+    @property
+    def ridge(self) -> float:
+        """FLOP/byte where the two roofs meet: below it a kernel is memory-bound."""
+        return self.flops_per_s / self.bytes_per_s
+
+    def __repr__(self) -> str:
+        return (f"MachineProfile({self.device} {self.dtype}: {self.bytes_per_s / 1e9:.1f} GB/s copy bandwidth, "
+                f"{self.flops_per_s / 1e9:.1f} GFLOP/s matmul, ridge {self.ridge:.1f} FLOP/B)")
+
+    def to_dict(self) -> dict:
+        """Plain-Python form."""
+        return dict(self.__dict__)
+
+
+def measure_bandwidth(device="cpu", dtype=torch.float32, mb: int = 256, repeats: int = 5) -> float:
+    """Bytes per second of a large copy (bytes read + bytes written over the best time)."""
+    n = mb * 2**20 // torch.empty((), dtype=dtype).element_size()
+    src = torch.ones(n, dtype=dtype, device=device)
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = clock(device)
+        dst.copy_(src)
+        best = min(best, clock(device) - t0)
+    return 2 * src.numel() * src.element_size() / best
+
+
+def measure_matmul(device="cpu", dtype=torch.float32, n: int = 1024, repeats: int = 5) -> float:
+    """FLOPs per second of an ``n x n`` by ``n x n`` matmul (2 n^3 per product, best of ``repeats``)."""
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = clock(device)
+        a @ b
+        best = min(best, clock(device) - t0)
+    return 2 * n**3 / best
+
+
+def measure_machine(device="cpu", dtype=torch.float32, *, copy_mb: int | None = None,
+                    matmul_n: int | None = None) -> MachineProfile:
+    """Measure both ceilings on ``device`` (a second or two on a laptop CPU)."""
+    device = torch.device(device)
+    big = device.type == "cuda"
+    copy_mb = copy_mb or (1024 if big else 256)
+    matmul_n = matmul_n or (8192 if big else 1024)
+    return MachineProfile(device=str(device), dtype=str(dtype).removeprefix("torch."),
+                          bytes_per_s=measure_bandwidth(device, dtype, copy_mb),
+                          flops_per_s=measure_matmul(device, dtype, matmul_n),
+                          copy_mb=copy_mb, matmul_n=matmul_n)
+
+
+# Published configurations (not measured): the GPT-2 family and a modern 7B model with
+# grouped-query attention (Mistral-7B: 32 layers, 32 query heads, 8 key/value heads, head_dim 128).
+PUBLISHED_SHAPES: dict[str, Shape] = {
+    "gpt2": Shape("gpt2", 12, 12, 768, 50257, 1024),
+    "gpt2-medium": Shape("gpt2-medium", 24, 16, 1024, 50257, 1024),
+    "gpt2-large": Shape("gpt2-large", 36, 20, 1280, 50257, 1024),
+    "gpt2-xl": Shape("gpt2-xl", 48, 25, 1600, 50257, 1024),
+    "mistral-7b (GQA)": Shape("mistral-7b (GQA)", 32, 32, 4096, 32000, 32768, bytes_per_element=2,
+                              n_kv_head=8, d_ff=14336, tied_head=False),
+}

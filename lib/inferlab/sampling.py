@@ -1,0 +1,184 @@
+"""Choosing the next token: greedy, temperature, top-k, top-p, as pure functions of the logits.
+
+The order is Hugging Face's ``generate()``: temperature -> top-k -> top-p, then softmax and
+``torch.multinomial``. With the same seed, ``sample`` picks the same tokens as ``generate()``
+(``tests/test_engine.py`` proves it). Temperature 0 means greedy (argmax).
+
+Shapes: ``logits`` is ``[vocab]`` or ``[batch, vocab]``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+from .errors import bad_value, check_number
+
+
+@dataclass(frozen=True)
+class SamplingConfig:
+    """How to pick the next token. ``temperature=0`` is greedy; ``top_k=0`` and ``top_p=1`` are off."""
+
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        check_number("temperature", self.temperature, low=0.0,
+                     fix="use 0 for greedy, 1 for the model's own distribution, >1 for bolder choices")
+        check_number("top_k", self.top_k, low=0, integer=True, fix="use 0 to switch top-k off")
+        check_number("top_p", self.top_p, low=0.0, high=1.0, low_open=True,
+                     fix="use 1.0 to switch top-p off, or a value such as 0.9")
+        if self.seed is not None:
+            check_number("seed", self.seed, low=0, integer=True, fix="use a non-negative integer or None")
+
+    @property
+    def greedy(self) -> bool:
+        """True when the choice is the argmax (temperature 0)."""
+        return self.temperature == 0
+
+    def generator(self, device: torch.device | str = "cpu") -> torch.Generator | None:
+        """A fresh ``torch.Generator`` seeded with ``seed`` (None when no seed was given)."""
+        if self.seed is None:
+            return None
+        return torch.Generator(device=device).manual_seed(self.seed)
+
+
+GREEDY = SamplingConfig(temperature=0.0)
+
+
+def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """Divide the logits by the temperature (< 1 sharpens, > 1 flattens). 0 is handled as greedy elsewhere."""
+    if temperature in (0, 1.0):
+        return logits
+    return logits / temperature
+
+
+def apply_top_k(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Keep the ``k`` largest logits (and any tied with the k-th), set the rest to -inf. ``k=0``: off."""
+    if k <= 0 or k >= logits.shape[-1]:
+        return logits
+    kth = torch.topk(logits, k, dim=-1).values[..., -1:]
+    return logits.masked_fill(logits < kth, float("-inf"))
+
+
+def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
+    """Keep the smallest set of tokens whose probability reaches ``p`` (the one crossing it included).
+
+    Same rule as Hugging Face's ``TopPLogitsWarper``: sort ascending, drop tokens whose cumulative
+    probability is ``<= 1 - p``, always keep the most likely token. ``p=1``: off.
+    """
+    if p >= 1.0:
+        return logits
+    sorted_logits, sorted_idx = torch.sort(logits, descending=False, dim=-1)
+    cumulative = sorted_logits.softmax(dim=-1).cumsum(dim=-1)
+    remove_sorted = cumulative <= (1 - p)
+    remove_sorted[..., -1:] = False
+    remove = remove_sorted.scatter(-1, sorted_idx, remove_sorted)
+    return logits.masked_fill(remove, float("-inf"))
+
+
+def filter_logits(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
+    """Temperature -> top-k -> top-p, in ``generate()``'s order; returns the filtered logits (float32)."""
+    x = logits.float()
+    x = apply_temperature(x, config.temperature)
+    x = apply_top_k(x, config.top_k)
+    return apply_top_p(x, config.top_p)
+
+
+def sample(logits: torch.Tensor, config: SamplingConfig = GREEDY,
+           generator: torch.Generator | None = None) -> torch.Tensor:
+    """Pick the next token id(s): ``[vocab]`` -> scalar tensor, ``[batch, vocab]`` -> ``[batch]``.
+
+    >>> sample(torch.tensor([0.1, 3.0, 0.2])).item()      # temperature 0: greedy
+    1
+    """
+    if config.greedy:
+        return torch.argmax(logits, dim=-1)
+    probs = filter_logits(logits, config).softmax(dim=-1)
+    flat = probs.reshape(-1, probs.shape[-1])
+    picked = torch.multinomial(flat, num_samples=1, generator=generator).squeeze(-1)
+    return picked.reshape(probs.shape[:-1])
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One filter's effect: what was still possible after it, and what it took away."""
+
+    name: str
+    kept: int  # tokens with non-zero probability after this stage
+    removed_mass: float  # probability mass (under the previous stage) this stage removed
+    entropy: float  # nats, of the distribution after this stage
+    top_ids: tuple[int, ...]
+    top_probs: tuple[float, ...]
+
+    def __repr__(self) -> str:
+        return (f"Stage({self.name}: kept {self.kept}, removed {self.removed_mass:.3f} of the mass, "
+                f"entropy {self.entropy:.2f} nats)")
+
+
+@dataclass(frozen=True)
+class SamplingStep:
+    """One sampling decision, shown with its work: the distribution after each stage and the choice."""
+
+    token_id: int
+    prob: float  # probability of the chosen token in the final distribution
+    logprob_model: float  # log-probability under the unfiltered model (temperature 1)
+    stages: tuple[Stage, ...] = field(default_factory=tuple)
+
+    def __repr__(self) -> str:
+        kept = " -> ".join(f"{s.name}:{s.kept}" for s in self.stages)
+        return f"SamplingStep(token {self.token_id}, p={self.prob:.3f}, {kept})"
+
+
+def _entropy(probs: torch.Tensor) -> float:
+    nz = probs[probs > 0]
+    return float(-(nz * nz.log()).sum())
+
+
+def explain(logits: torch.Tensor, config: SamplingConfig) -> dict[str, torch.Tensor]:
+    """The full ``[vocab]`` probability vector after each stage, for plots and the playground.
+
+    Keys: ``model`` (softmax of the raw logits), ``temperature``, ``top_k``, ``top_p`` (the final
+    distribution ``sample`` draws from). With temperature 0 every stage after ``model`` is one-hot.
+    """
+    if logits.dim() != 1:
+        raise bad_value("logits", tuple(logits.shape), "a 1-D [vocab] tensor", "pass logits[0] for one sequence")
+    x = logits.float()
+    out = {"model": x.softmax(-1)}
+    if config.greedy:
+        onehot = torch.zeros_like(x)
+        onehot[int(x.argmax())] = 1.0
+        return {**out, "temperature": onehot, "top_k": onehot, "top_p": onehot}
+    x = apply_temperature(x, config.temperature)
+    out["temperature"] = x.softmax(-1)
+    x = apply_top_k(x, config.top_k)
+    out["top_k"] = x.softmax(-1)
+    x = apply_top_p(x, config.top_p)
+    out["top_p"] = x.softmax(-1)
+    return out
+
+
+def sample_with_steps(logits: torch.Tensor, config: SamplingConfig = GREEDY,
+                      generator: torch.Generator | None = None, top_n: int = 10) -> SamplingStep:
+    """``sample`` for one ``[vocab]`` row that also reports each stage (kept, removed mass, entropy).
+
+    Draws exactly the same token as ``sample`` with the same generator state.
+    """
+    dists = explain(logits, config)
+    token = int(sample(logits, config, generator))
+    stages = []
+    previous = None
+    for name, probs in dists.items():
+        top = torch.topk(probs, min(top_n, probs.numel()))
+        removed = 0.0 if previous is None else float(previous[probs == 0].sum())
+        stages.append(Stage(name, int((probs > 0).sum()), removed, _entropy(probs),
+                            tuple(int(i) for i in top.indices), tuple(float(v) for v in top.values)))
+        previous = probs
+    final = dists["top_p"]
+    return SamplingStep(token_id=token, prob=float(final[token]),
+                        logprob_model=float(math.log(max(float(dists["model"][token]), 1e-45))),
+                        stages=tuple(stages))

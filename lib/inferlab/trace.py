@@ -1,0 +1,182 @@
+"""A ``Trace`` holds one run: the prompt, the tokens, what was recorded at each step, and the times.
+
+It converts to plain Python (``to_dict``) and JSON (``to_json``), and back (``Trace.from_dict``), so a
+figure or a test can use a run without the model.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import torch
+
+from .cache import CacheSnapshot
+from .errors import bad_value
+from .sampling import SamplingStep, Stage
+from .timing import Latency
+
+RECORD_KINDS = ("embeddings", "attention", "residual", "cache", "sampling")
+
+
+def parse_record(record) -> tuple[str, ...]:
+    """``None`` -> nothing, ``"all"`` -> every kind, or a name / list of names from ``RECORD_KINDS``."""
+    if record is None or record is False:
+        return ()
+    if record == "all" or record is True:
+        return RECORD_KINDS
+    names = (record,) if isinstance(record, str) else tuple(record)
+    bad = [n for n in names if n not in RECORD_KINDS]
+    if bad:
+        raise bad_value("record", record, f"None, 'all', or names from {list(RECORD_KINDS)}",
+                        "e.g. record=('attention', 'cache')")
+    return tuple(n for n in RECORD_KINDS if n in names)
+
+
+@dataclass
+class StepRecord:
+    """One forward pass: the prefill (index 0) or one decode step, and what it produced."""
+
+    index: int
+    kind: str  # "prefill" or "decode"
+    input_ids: list[int]  # what went through the model this step
+    position: int  # position of the first input token
+    token_id: int  # the token chosen after this step
+    t_start: float  # seconds since the request
+    t_end: float  # the chosen id is on the host
+    attention: list[torch.Tensor] | None = None  # per layer [heads, query_pos, key_pos]
+    residual: torch.Tensor | None = None  # [layers + 1, query_pos, d_model]: embeddings, then each block
+    cache: CacheSnapshot | None = None
+    sampling: SamplingStep | None = None
+
+    @property
+    def seconds(self) -> float:
+        """Wall time of this step."""
+        return self.t_end - self.t_start
+
+    def __repr__(self) -> str:
+        extra = [k for k in ("attention", "residual", "cache", "sampling") if getattr(self, k) is not None]
+        return (f"StepRecord({self.kind} #{self.index}, {len(self.input_ids)} input token(s) at position "
+                f"{self.position}, chose {self.token_id}, {self.seconds * 1e3:.2f} ms"
+                f"{', recorded ' + '/'.join(extra) if extra else ''})")
+
+
+@dataclass
+class Trace:
+    """Everything about one generation. Times are seconds since the request (before tokenization)."""
+
+    prompt: str
+    prompt_ids: list[int]
+    prompt_pieces: list[str]
+    generated_ids: list[int] = field(default_factory=list)
+    generated_pieces: list[str] = field(default_factory=list)
+    text: str = ""
+    stop_reason: str = ""
+    steps: list[StepRecord] = field(default_factory=list)
+    tokenize_seconds: float = 0.0
+    token_times: list[float] = field(default_factory=list)
+    embeddings: dict[str, torch.Tensor] | None = None  # "tok", "pos", "sum": [T, d_model] (prompt)
+    recorded: tuple[str, ...] = ()
+    settings: dict = field(default_factory=dict)
+    model: dict = field(default_factory=dict)
+
+    @property
+    def latency(self) -> Latency:
+        """TTFT, TPOT, ITL and E2E of this run (TPOT excludes the first token)."""
+        return Latency.from_times(0.0, self.token_times)
+
+    @property
+    def all_ids(self) -> list[int]:
+        """Prompt ids followed by generated ids."""
+        return self.prompt_ids + self.generated_ids
+
+    def _need(self, kind: str) -> None:
+        if kind not in self.recorded:
+            raise ValueError(f"{kind} was not recorded in this trace (recorded: {list(self.recorded) or 'nothing'}). "
+                             f"Fix: run generate(..., record=({kind!r},)) or record='all'.")
+
+    def attention(self, layer: int, head: int) -> torch.Tensor:
+        """The prefill pattern ``[query_pos, key_pos]`` (T x T, lower-triangular) for one head."""
+        self._need("attention")
+        return self.steps[0].attention[layer][head]
+
+    def decode_rows(self, layer: int, head: int) -> list[torch.Tensor]:
+        """Each decode step's single query row over the grown cache, as made (lengths T+1, T+2, ...)."""
+        self._need("attention")
+        return [s.attention[layer][head][-1] for s in self.steps[1:]]
+
+    def cache_bytes(self) -> list[int]:
+        """Total KV-cache bytes after each step."""
+        self._need("cache")
+        return [s.cache.total_bytes for s in self.steps]
+
+    def __repr__(self) -> str:
+        lat = f", TTFT {self.token_times[0] * 1e3:.1f} ms" if self.token_times else ""
+        return (f"Trace({len(self.prompt_ids)} prompt tokens -> {len(self.generated_ids)} generated "
+                f"({self.stop_reason or 'not run'}){lat}, recorded {list(self.recorded) or 'nothing'})")
+
+    # ------------------------------------------------------------------ plain data
+    def to_dict(self) -> dict:
+        """Plain Python (lists, numbers, strings), JSON-ready."""
+        def tensor(t):
+            return None if t is None else t.float().cpu().tolist()
+
+        steps = []
+        for s in self.steps:
+            steps.append({
+                "index": s.index, "kind": s.kind, "input_ids": s.input_ids, "position": s.position,
+                "token_id": s.token_id, "t_start": s.t_start, "t_end": s.t_end,
+                "attention": None if s.attention is None else [tensor(a) for a in s.attention],
+                "residual": tensor(s.residual),
+                "cache": None if s.cache is None else s.cache.to_dict(),
+                "sampling": None if s.sampling is None else {
+                    "token_id": s.sampling.token_id, "prob": s.sampling.prob,
+                    "logprob_model": s.sampling.logprob_model,
+                    "stages": [dict(st.__dict__) for st in s.sampling.stages]},
+            })
+        return {
+            "prompt": self.prompt, "prompt_ids": self.prompt_ids, "prompt_pieces": self.prompt_pieces,
+            "generated_ids": self.generated_ids, "generated_pieces": self.generated_pieces,
+            "text": self.text, "stop_reason": self.stop_reason, "steps": steps,
+            "tokenize_seconds": self.tokenize_seconds, "token_times": self.token_times,
+            "embeddings": None if self.embeddings is None else {k: tensor(v) for k, v in self.embeddings.items()},
+            "recorded": list(self.recorded), "settings": self.settings, "model": self.model,
+            "latency": self.latency.to_dict() if self.token_times else None,
+        }
+
+    def to_json(self, **kwargs) -> str:
+        """JSON text of ``to_dict()``."""
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Trace:
+        """Rebuild a trace (tensors included) from ``to_dict()`` output."""
+        def tensor(x):
+            return None if x is None else torch.tensor(x)
+
+        steps = []
+        for s in d["steps"]:
+            sampling = None
+            if s["sampling"] is not None:
+                sp = s["sampling"]
+                stages = tuple(Stage(**{**st, "top_ids": tuple(st["top_ids"]), "top_probs": tuple(st["top_probs"])})
+                               for st in sp["stages"])
+                sampling = SamplingStep(sp["token_id"], sp["prob"], sp["logprob_model"], stages)
+            cache = None
+            if s["cache"] is not None:
+                c = s["cache"]
+                cache = CacheSnapshot(c["tokens"], tuple(tuple(x) for x in c["layer_shapes"]),
+                                      tuple(c["bytes_per_layer"]), c["total_bytes"], c["dtype"])
+            steps.append(StepRecord(
+                index=s["index"], kind=s["kind"], input_ids=s["input_ids"], position=s["position"],
+                token_id=s["token_id"], t_start=s["t_start"], t_end=s["t_end"],
+                attention=None if s["attention"] is None else [torch.tensor(a) for a in s["attention"]],
+                residual=tensor(s["residual"]), cache=cache, sampling=sampling))
+        emb = d.get("embeddings")
+        return cls(
+            prompt=d["prompt"], prompt_ids=d["prompt_ids"], prompt_pieces=d["prompt_pieces"],
+            generated_ids=d["generated_ids"], generated_pieces=d["generated_pieces"], text=d["text"],
+            stop_reason=d["stop_reason"], steps=steps, tokenize_seconds=d["tokenize_seconds"],
+            token_times=d["token_times"],
+            embeddings=None if emb is None else {k: torch.tensor(v) for k, v in emb.items()},
+            recorded=tuple(d["recorded"]), settings=d["settings"], model=d["model"])

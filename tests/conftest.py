@@ -1,0 +1,25 @@
+"""Shared fixtures. Tests run offline on the bundled model (no network, no GPU needed)."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere
+
+import pytest
+import torch
+
+import inferlab as il
+
+
+@pytest.fixture(scope="session")
+def model() -> il.Model:
+    """The bundled tiny GPT-2, float32 on the CPU."""
+    torch.manual_seed(0)
+    return il.load("bundled", device="cpu", verbose=False)
+
+
+@pytest.fixture(scope="session")
+def short_trace(model) -> il.Trace:
+    """A short greedy run with everything recorded (shared by figure tests)."""
+    return il.generate(model, "To be, or not to be", max_new_tokens=6, record="all")
