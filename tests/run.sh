@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Install everything and run the whole test suite: lint, unit tests, every notebook (nbval), the browser test.
+# Usage (from the repository root):  bash tests/run.sh      (extra arguments go to pytest)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+if [ -z "${VIRTUAL_ENV:-}" ]; then
+  [ -d .venv ] || python3 -m venv .venv
+  # shellcheck disable=SC1091
+  . .venv/bin/activate
+fi
+python -m pip install -q --disable-pip-version-check -r requirements.txt
+export HF_HUB_OFFLINE=1 INFERLAB_MODEL=bundled   # CI and this suite run on the bundled model, no network
+ruff check .
+python -m inferlab.notebook_tools check
+python -m pytest "$@"
