@@ -33,16 +33,23 @@ def code_hash(nb) -> str:
 
 def execute(path: Path, timeout: int = 900) -> float:
     """Run ``path`` in place on the bundled model with the hub offline; returns seconds taken."""
+    import tempfile
+
     import nbformat
+    from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("INFERLAB_MODEL", "bundled")
     nb = nbformat.read(path, as_version=4)
     t0 = time.time()
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}}, store_widget_state=True)
-    client.execute()
+    # IPC sockets instead of TCP ports: several notebooks can execute at once without port races.
+    with tempfile.TemporaryDirectory(prefix="inferlab-kernel-") as tmp:
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(tmp) / "ipc"),
+                           connection_file=str(Path(tmp) / "kernel.json"))
+        client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}}, store_widget_state=True)
+        client.execute()
     nb.metadata[STAMP_KEY] = {"code_sha256": code_hash(nb), "model": os.environ["INFERLAB_MODEL"]}
     nbformat.write(nb, path)
     return time.time() - t0
