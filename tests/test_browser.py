@@ -131,7 +131,7 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab):
         tracebacks = [t for t in errors.all_inner_texts() if re.search(r"Traceback|Error", t)]
         assert not tracebacks, tracebacks
         # A widget control that works: move the first slider, the view next to it must change.
-        slider = page.locator(".widget-slider .noUi-handle").first
+        slider = page.locator(".inferlab-peek-box .widget-slider .noUi-handle").first
         slider.wait_for(timeout=30_000)
         view = page.locator(".inferlab-peek").first
         before = view.inner_text()
