@@ -1,0 +1,56 @@
+"""Committed notebooks are stored executed, fresh and error-free, and follow the course's shape."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from inferlab.notebook_tools import NOTEBOOKS, problems
+
+ALL = sorted(NOTEBOOKS.glob("*.ipynb"))
+
+
+def test_there_are_notebooks():
+    names = [p.name for p in ALL]
+    assert names[0] == "00_start_here.ipynb" and len(names) >= 9
+    assert names == sorted(names)
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_stored_outputs_are_fresh(path: Path):
+    assert problems(path) == [], f"{path.name}: " + "; ".join(problems(path))
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_notebook_shape(path: Path):
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    cells = nb["cells"]
+    text = lambda c: "".join(c["source"])  # noqa: E731
+    assert cells[0]["cell_type"] == "markdown" and text(cells[0]).lstrip().startswith("# ")
+    markdown = "\n".join(text(c) for c in cells if c["cell_type"] == "markdown")
+    assert "<details>" in markdown, "exercises need solutions hidden in <details>"
+    assert any(c["cell_type"] == "code" and text(c).lstrip().startswith("# NBVAL_CHECK_OUTPUT") for c in cells), \
+        "at least one checked cell"
+    following = [p for p in ALL if p.name > path.name]
+    if following:
+        assert following[0].name in markdown, f"link to the next notebook ({following[0].name})"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    big = [text(c) for c in cells if c["cell_type"] == "code" and len(text(c).strip().splitlines()) > 20]
+    assert not big, f"code cells over 20 lines belong in the library: {[b[:60] for b in big]}"
+
+
+@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+def test_checked_cells_have_stable_output(path: Path):
+    """A checked cell's stored output must not contain things that change between runs."""
+    nb = json.loads(path.read_text(encoding="utf-8"))
+    for c in nb["cells"]:
+        src = "".join(c.get("source", ""))
+        if c["cell_type"] != "code" or not src.lstrip().startswith("# NBVAL_CHECK_OUTPUT"):
+            continue
+        for out in c.get("outputs", []):
+            assert out.get("name") != "stderr", f"stderr in a checked cell of {path.name}: {src[:80]}"
+            data = out.get("data", {})
+            assert "application/vnd.plotly.v1+json" not in data and \
+                "application/vnd.jupyter.widget-view+json" not in data, f"figure/widget in a checked cell: {src[:80]}"
