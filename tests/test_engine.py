@@ -174,6 +174,12 @@ def test_recorded_cache_and_sampling(short_trace, model):
         assert [s.name for s in step.sampling.stages] == ["model", "temperature", "top_k", "top_p"]
 
 
+def test_residual_alone_can_be_recorded(model):
+    trace = il.generate(model, PROMPT, 2, record=("attention", "residual"))
+    assert trace.steps[0].residual.shape[0] == model.info.n_layer + 1
+    assert trace.embeddings is None  # embeddings were captured for the residual, not recorded
+
+
 def test_trace_round_trips_through_json(short_trace):
     import json
 

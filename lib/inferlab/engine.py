@@ -160,6 +160,8 @@ def _run(model: Model, prompt: str, max_new_tokens: int, config: SamplingConfig,
                          "n_layer": model.info.n_layer, "n_head": model.info.n_head,
                          "d_model": model.info.d_model, "dtype": str(model.info.dtype), "device": str(device)})
     hook_kinds = {k for k in kinds if k in ("embeddings", "attention", "residual")}
+    if "residual" in hook_kinds:
+        hook_kinds.add("embeddings")  # the residual stream starts at embed.sum
     sequence = list(ids)
     cache = None
     emitted = ""

@@ -1,0 +1,294 @@
+"""Embeddings: ids pick rows of ``wte``, positions pick rows of ``wpe``, and their sum enters layer 0.
+
+    vectors = wte[ids]                  # [T, d_model]   one row per token
+    pos     = wpe[0..T-1]               # [T, d_model]   one row per position
+    x0      = vectors + pos             # [T, d_model]   the first residual-stream vectors
+
+``VocabSpace`` holds the token table once (rows, unit rows, which rows are shared copies) so neighbour
+searches and projections reuse it. Every statement about structure is a number computed here.
+
+    >>> space = vocab_space(m)                              # doctest: +SKIP
+    >>> space.nearest("king", k=5)                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from . import _hf
+from .errors import bad_value
+from .models import Model
+from .tokens import tokenize
+
+MAX_WORD_CHARS = 100
+
+# Word groups for the projection. Each word is looked up with its leading space (" king"), the form a
+# word has inside a sentence. Words the tokenizer splits, or that the model never saw, are reported.
+WORD_GROUPS: dict[str, list[str]] = {
+    "numbers": ["one", "two", "three", "four", "five", "six", "seven", "ten"],
+    "family": ["father", "mother", "son", "daughter", "brother", "sister", "wife", "husband"],
+    "rank": ["king", "queen", "prince", "duke", "lord", "lady", "emperor", "knight"],
+    "body": ["hand", "eye", "heart", "head", "face", "blood", "arm", "tongue"],
+    "verbs": ["speak", "come", "go", "give", "take", "see", "say", "run"],
+    "colours": ["red", "green", "white", "black", "blue"],
+    "days": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Sunday"],
+}
+
+
+def token_table(model: Model) -> torch.Tensor:
+    """``wte``: the token table, ``[vocab, d_model]`` (a detached view of the weights: don't write to it)."""
+    return _hf.token_embedding(model.hf).weight.detach()
+
+
+@torch.no_grad()
+def token_vectors(model: Model, ids: Sequence[int]) -> torch.Tensor:
+    """``wte[ids]``: one row of the token table per id, ``[T, d_model]`` (float32, CPU)."""
+    ids = torch.as_tensor(list(ids), dtype=torch.long)
+    wte = _hf.token_embedding(model.hf).weight
+    if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= wte.shape[0]:
+        raise bad_value("ids", ids.tolist()[:8], f"1 or more ids in 0..{wte.shape[0] - 1}", "tokenize a non-empty text")
+    return wte[ids.to(wte.device)].detach().float().cpu()
+
+
+@torch.no_grad()
+def position_table(model: Model, n: int | None = None) -> torch.Tensor:
+    """``wpe``: the first ``n`` rows of the position table (all ``n_ctx`` by default), ``[n, d_model]``."""
+    wpe = _hf.position_embedding(model.hf).weight
+    n = wpe.shape[0] if n is None else n
+    if not 1 <= n <= wpe.shape[0]:
+        raise bad_value("n", n, f"1 <= n <= {wpe.shape[0]} (the context length)", "pass a smaller n")
+    return wpe[:n].detach().float().cpu()
+
+
+@dataclass(frozen=True)
+class FirstResidual:
+    """The input to layer 0 for a prompt: token part, position part and their sum, each ``[T, d_model]``."""
+
+    ids: list[int]
+    tok: torch.Tensor
+    pos: torch.Tensor
+    sum: torch.Tensor
+
+    def __repr__(self) -> str:
+        return f"FirstResidual({len(self.ids)} tokens: tok + pos = sum, each {list(self.sum.shape)} [T, d_model])"
+
+
+def first_residual(model: Model, ids: Sequence[int]) -> FirstResidual:
+    """``wte[ids] + wpe[0..T-1]``: what the first transformer block receives (GPT-2 adds nothing else)."""
+    tok = token_vectors(model, ids)
+    pos = position_table(model, len(tok))
+    return FirstResidual(list(ids), tok, pos, tok + pos)
+
+
+def cosine_matrix(x: torch.Tensor) -> torch.Tensor:
+    """Cosine similarity between every pair of rows: ``[n, d]`` -> ``[n, n]`` (1 on the diagonal)."""
+    unit = torch.nn.functional.normalize(x.float(), dim=-1)
+    return unit @ unit.T
+
+
+def position_structure(wpe: torch.Tensor, far: int = 100) -> tuple[float, float]:
+    """Mean cosine of neighbouring positions (p, p+1) and of positions more than ``far`` apart."""
+    sim = cosine_matrix(wpe)
+    n = sim.shape[0]
+    gap = (torch.arange(n)[:, None] - torch.arange(n)[None, :]).abs()
+    far = min(far, n // 2)
+    return float(sim[gap == 1].mean()), float(sim[gap > far].mean())
+
+
+# ----------------------------------------------------------------------------- the vocabulary as a space
+class NotOneToken(ValueError):
+    """A word that is not one token, so it has no row of its own (``pieces`` says what it became)."""
+
+    def __init__(self, text: str, pieces: list[str], ids: list[int]):
+        self.text, self.pieces, self.ids = text, pieces, ids
+        super().__init__(
+            f"{text!r} is not one token in GPT-2's vocabulary: the tokenizer cuts it into {len(ids)} pieces "
+            f"{pieces} (ids {ids}). The embedding table has one row per token, so there is no single row to "
+            "compare. Fix: try one of the pieces, a more common word, or switch the leading space.")
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    id: int
+    token: str
+    cosine: float
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """The tokens whose rows point the most the same way as the query's row."""
+
+    query: str
+    query_id: int
+    items: list[Neighbour]
+    chance: list[float] = field(default_factory=list)  # the same ranks against a random table (see nearest)
+    note: str = ""
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{n.token!r} {n.cosine:.2f}" for n in self.items[:6])
+        more = " ..." if len(self.items) > 6 else ""
+        return f"Neighbours({self.query!r} -> {shown}{more}){' ' + self.note if self.note else ''}"
+
+
+@dataclass(frozen=True)
+class Projection:
+    """Words projected on their top principal components; ``explained`` is each axis' share of the variance."""
+
+    words: list[str]
+    groups: list[str]
+    coords: torch.Tensor            # [n_words, dims]
+    explained: list[float]          # fraction of the words' variance on each axis
+    skipped: dict[str, str] = field(default_factory=dict)  # word -> why it was left out
+
+    def __repr__(self) -> str:
+        kept = ", ".join(f"{e:.0%}" for e in self.explained)
+        return f"Projection({len(self.words)} words on {len(self.explained)} axes keeping {kept} of the variance)"
+
+
+@dataclass(frozen=True)
+class VocabSpace:
+    """The token table ``wte`` ``[vocab, d_model]`` with what searches need, computed once."""
+
+    tokenizer: object
+    wte: torch.Tensor               # [vocab, d_model]
+    unit: torch.Tensor              # [vocab, d_model], each row scaled to length 1
+    shared: torch.Tensor            # [vocab] bool: the row is an exact copy shared by many tokens
+
+    @functools.cached_property
+    def null_unit(self) -> torch.Tensor:
+        """A random table, as many rows as learned ones, same average row and spread per dimension, unit rows.
+
+        Among thousands of rows something always lies close by chance; a neighbour means something only
+        if it beats the same rank in this table. (Built once, with a fixed seed.)
+        """
+        rows = self.wte[~self.shared]
+        g = torch.Generator().manual_seed(0)
+        null = rows.mean(0) + rows.std(0) * torch.randn(rows.shape, generator=g)
+        return torch.nn.functional.normalize(null, dim=-1)
+
+    @property
+    def n_shared(self) -> int:
+        return int(self.shared.sum())
+
+    def token_id(self, word: str, leading_space: bool = True) -> int:
+        """The id of ``word`` (with a leading space unless ``leading_space=False``); ``NotOneToken`` if split."""
+        if not isinstance(word, str) or not word.strip():
+            raise bad_value("word", word, "a word such as 'king'", "type a word")
+        if len(word) > MAX_WORD_CHARS:
+            raise bad_value("word", word[:20] + "...", f"at most {MAX_WORD_CHARS} characters", "type one word")
+        text = " " + word.strip() if leading_space else word.strip()
+        pieces = tokenize(self.tokenizer, text).pieces
+        if len(pieces) != 1:
+            raise NotOneToken(text, [p.label for p in pieces], [p.id for p in pieces])
+        return pieces[0].id
+
+    def nearest(self, word: str | int, k: int = 10, *, leading_space: bool = True) -> Neighbours:
+        """The ``k`` tokens with the highest cosine similarity to ``word``'s row (shared rows left out)."""
+        if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 200:
+            raise bad_value("k", k, "an integer 1 <= k <= 200", "e.g. k=10")
+        qid = word if isinstance(word, int) else self.token_id(word, leading_space)
+        query = self.tokenizer.decode([qid])
+        if bool(self.shared[qid]):
+            return Neighbours(query, qid, [], note=(
+                f"{query!r} has the same row as {self.n_shared - 1:,} other tokens: the model never learned a "
+                "vector of its own for it (it did not occur in training), so its neighbours mean nothing."))
+        scores = self.unit @ self.unit[qid]
+        scores[self.shared] = -2.0
+        scores[qid] = -2.0
+        top = torch.topk(scores, k)
+        items = [Neighbour(int(i), self.tokenizer.decode([int(i)]), float(s)) for s, i in zip(top.values, top.indices)]
+        chance = torch.topk(self.null_unit @ self.unit[qid], k).values
+        return Neighbours(query, qid, items, [float(c) for c in chance])
+
+    def typical_cosine(self, n: int = 4000, seed: int = 0) -> tuple[float, float]:
+        """Cosine of random pairs of (non-shared) tokens: (median, 99th percentile), to judge a score."""
+        g = torch.Generator().manual_seed(seed)
+        rows = torch.nonzero(~self.shared).squeeze(1)
+        a, b = (rows[torch.randint(len(rows), (n,), generator=g)] for _ in range(2))
+        cos = (self.unit[a] * self.unit[b]).sum(-1)
+        return float(cos.median()), float(cos.quantile(0.99))
+
+    def lookup_words(self, groups: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str], list[int], dict]:
+        """(words, group names, ids, skipped) for the words that are one token with a learned row."""
+        words, names, ids, skipped = [], [], [], {}
+        for group, items in groups.items():
+            for word in items:
+                try:
+                    i = self.token_id(word)
+                except ValueError as exc:
+                    split = isinstance(exc, NotOneToken)
+                    skipped[word] = f"not one token: {' + '.join(map(repr, exc.pieces))}" if split else str(exc)
+                    continue
+                if bool(self.shared[i]):
+                    skipped[word] = "the model never saw it (its row is a shared copy)"
+                    continue
+                if i not in ids:
+                    words.append(word)
+                    names.append(group)
+                    ids.append(i)
+        return words, names, ids, skipped
+
+    def project(self, groups: Mapping[str, Sequence[str]], dims: int = 2) -> Projection:
+        """PCA of the chosen words' unit rows (centred on their mean) onto ``dims`` (2 or 3) axes."""
+        if dims not in (2, 3):
+            raise bad_value("dims", dims, "2 or 3", "pick a 2-D or 3-D view")
+        words, names, ids, skipped = self.lookup_words(groups)
+        if len(words) <= dims:
+            raise ValueError(f"only {len(words)} usable words ({', '.join(words) or 'none'}); a {dims}-D projection "
+                             f"needs more than {dims}. Fix: add common one-token words. Left out: {skipped}")
+        x = self.unit[ids]
+        x = x - x.mean(0)
+        _, s, vh = torch.linalg.svd(x, full_matrices=False)
+        var = s**2 / (s**2).sum()
+        return Projection(words, names, x @ vh[:dims].T, [float(v) for v in var[:dims]], skipped)
+
+    def cohesion(self, groups: Mapping[str, Sequence[str]], n_background: int = 2000,
+                 seed: int = 0) -> dict[str, tuple[float, float]]:
+        """Per group: (mean cosine between its words, mean cosine from its words to random learned tokens).
+
+        The second number is the background: learned rows are not spread evenly, so words can look alike
+        only because they are all rare (or all common). A group is "together" when the first clearly beats it.
+        """
+        _, names, ids, _ = self.lookup_words(groups)
+        g = torch.Generator().manual_seed(seed)
+        learned = torch.nonzero(~self.shared).squeeze(1)
+        background = self.unit[learned[torch.randint(len(learned), (n_background,), generator=g)]]
+        out = {}
+        for name in groups:
+            rows = self.unit[[i for i, n in zip(ids, names) if n == name]]
+            n = len(rows)
+            if n < 2:
+                continue
+            within = (rows @ rows.T).sum() - n  # leave out each word's cosine with itself (1)
+            out[name] = (float(within / (n * n - n)), float((rows @ background.T).mean()))
+        return out
+
+    def __repr__(self) -> str:
+        v, d = self.wte.shape
+        return f"VocabSpace({v:,} tokens x {d} dims; {self.n_shared:,} rows are one shared copy)"
+
+
+@torch.no_grad()
+def shared_rows(wte: torch.Tensor, min_copies: int = 100) -> torch.Tensor:
+    """``[vocab]`` bool: rows that are exact copies of a vector at least ``min_copies`` tokens share.
+
+    A model trained on a small corpus can leave every token it never saw at one common starting vector;
+    such rows carry no meaning. Exact copies are found by projecting on a random direction first (fast).
+    """
+    key = wte.float() @ torch.randn(wte.shape[1], generator=torch.Generator().manual_seed(0))
+    _, inverse, counts = torch.unique(key, return_inverse=True, return_counts=True)
+    mask = counts[inverse] >= min_copies
+    for v in torch.nonzero(counts >= min_copies).squeeze(1):  # confirm: same projection -> same row
+        rows = torch.nonzero(inverse == v).squeeze(1)
+        mask[rows] = (wte[rows] == wte[rows[0]]).all(dim=1)
+    return mask
+
+
+def vocab_space(model: Model) -> VocabSpace:
+    """Build the ``VocabSpace`` of a loaded model (under a second)."""
+    wte = token_table(model).float().cpu()
+    return VocabSpace(model.tokenizer, wte, torch.nn.functional.normalize(wte, dim=-1), shared_rows(wte))

@@ -1,0 +1,304 @@
+"""Attention figures: one head's pattern, all heads as small multiples, a query row, head scores,
+entropy by layer, the logit lens, prefill vs decode rows, and kernel timings.
+
+Inputs are recorded data (``attention.Patterns``, ``HeadScores``, ``LogitLens``, ``Trace``, tensors);
+nothing here runs a model. Patterns are ``[layers, heads, query_pos, key_pos]``; rows are queries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from ..attention import HeadScores, KernelTimes, LayerByHand, LogitLens, Patterns
+from ..trace import Trace
+from . import PALETTE, base_layout, require, show_token
+
+SCALE = "Blues"
+
+
+def _labels(pieces: Sequence[str], ids: Sequence[int] | None = None, start: int = 0) -> list[str]:
+    """Category labels ``"pos 'piece' (id N)"``, unique thanks to the position (repeated pieces stay apart)."""
+    ids = ids if ids is not None else [None] * len(pieces)
+    return [f"{start + i} {show_token(p)!r}" + ("" if t is None else f" (id {t})")
+            for i, (p, t) in enumerate(zip(pieces, ids))]
+
+
+def _ticks(labels: Sequence[str], max_ticks: int = 40) -> dict:
+    """Show ``pos piece`` under the axis (the id only on hover), thinned when there are many tokens."""
+    step = max(1, math.ceil(len(labels) / max_ticks))
+    vals = list(labels[::step])
+    return {"tickmode": "array", "tickvals": vals, "ticktext": [v.split(" (id ")[0] for v in vals],
+            "type": "category"}
+
+
+def _z(matrix: torch.Tensor, q_start: int | None = None) -> list[list[float | None]]:
+    """Plain rounded values (small stored figures); NaN and, with ``q_start``, future keys become blank."""
+    m = matrix.detach().float().clone()
+    if q_start is not None:
+        q = torch.arange(q_start, q_start + m.shape[0]).view(-1, 1)
+        m[torch.arange(m.shape[1]).view(1, -1) > q] = float("nan")
+    return [[None if math.isnan(v) else round(v, 4) for v in row] for row in m.tolist()]
+
+
+HOVER = "query %{y} -> key %{x}: %{z:.3f}<extra></extra>"
+
+
+def _check_head(patterns: Patterns, layer: int, head: int) -> None:
+    require(isinstance(patterns, Patterns), f"patterns must be attention.Patterns, got {type(patterns).__name__}. "
+            "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).")
+    L, H = patterns.shape[:2]
+    require(isinstance(layer, int) and 0 <= layer < L, f"layer={layer!r} is out of range: the patterns have {L} "
+            f"layers. Fix: pick 0..{L - 1}.")
+    require(isinstance(head, int) and 0 <= head < H, f"head={head!r} is out of range: each layer has {H} heads. "
+            f"Fix: pick 0..{H - 1}.")
+
+
+def _heatmap(matrix: torch.Tensor, keys: list[str], queries: list[str], q_start: int = 0, **kw) -> go.Heatmap:
+    """One pattern ``[queries, keys]``; the masked future is left blank."""
+    return go.Heatmap(z=_z(matrix, q_start), x=keys, y=queries, hovertemplate=HOVER, colorscale=SCALE,
+                      zmin=0, zmax=1, **kw)
+
+
+def pattern_figure(patterns: Patterns, layer: int, head: int, *, title: str | None = None) -> go.Figure:
+    """One head's pattern ``[query_pos, key_pos]`` as a heatmap; hover: query -> key: weight."""
+    _check_head(patterns, layer, head)
+    T = patterns.shape[2]
+    labels = _labels(patterns.pieces, patterns.ids)
+    fig = go.Figure(_heatmap(patterns.attention[layer, head], labels, labels, colorbar={"title": "weight"}))
+    fig.update_xaxes(**_ticks(labels), tickangle=-60)
+    fig.update_yaxes(**_ticks(labels), autorange="reversed")
+    return base_layout(fig, title or f"Layer {layer}, head {head}: who each token looks at ({T} x {T})",
+                       "key position (the token looked at)", "query position (the token looking)",
+                       height=max(380, 18 * min(T, 40) + 160))
+
+
+def pattern_explorer(patterns: Patterns, *, max_cells: int = 200_000) -> go.Figure:
+    """Every head's heatmap in one figure with a slider (works in a static HTML export, no kernel)."""
+    require(isinstance(patterns, Patterns), "patterns must be attention.Patterns. Fix: Patterns.from_trace(trace).")
+    L, H, T, _ = patterns.shape
+    cells = L * H * T * T
+    require(cells <= max_cells, f"{L * H} heads x {T}x{T} = {cells:,} cells is more than "
+            f"max_cells={max_cells:,} for one figure. Fix: use a shorter prompt, attention_grid (which "
+            "downsamples), or the widget (one head at a time).")
+    labels = _labels(patterns.pieces, patterns.ids)
+    fig = go.Figure([_heatmap(patterns.attention[i // H, i % H], labels, labels, visible=i == 0,
+                              colorbar={"title": "weight"}) for i in range(L * H)])
+    steps = [{"label": f"L{i // H} H{i % H}", "method": "update",
+              "args": [{"visible": [j == i for j in range(L * H)]},
+                       {"title": f"Layer {i // H}, head {i % H} (move the slider: layer x head)"}]}
+             for i in range(L * H)]
+    fig.update_layout(sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": "showing "},
+                                "pad": {"t": 90}}])
+    fig.update_xaxes(**_ticks(labels), tickangle=-60)
+    fig.update_yaxes(**_ticks(labels), autorange="reversed")
+    return base_layout(fig, "Layer 0, head 0 (move the slider: layer x head)", "key position",
+                       "query position", height=max(480, 18 * min(T, 40) + 280))
+
+
+def downsample(attention: torch.Tensor, max_tokens: int) -> tuple[torch.Tensor, int]:
+    """Pool ``[..., T, T]`` into blocks of ``b`` positions so that T/b <= ``max_tokens``.
+
+    Keys in a block are summed and query rows averaged, so every pooled row still sums to 1.
+    Returns the pooled tensor and ``b`` (1 when nothing was pooled).
+    """
+    T = attention.shape[-1]
+    b = max(1, math.ceil(T / max_tokens))
+    if b == 1:
+        return attention, 1
+    n = math.ceil(T / b)
+    pad = n * b - T
+    a = torch.nn.functional.pad(attention, (0, pad, 0, pad))
+    a = a.reshape(*attention.shape[:-2], n, b, n, b).sum(-1).sum(-2)
+    counts = torch.full((n,), float(b))
+    counts[-1] = b - pad
+    return a / counts.view(n, 1), b
+
+
+def attention_grid(patterns: Patterns, *, max_tokens: int = 32, layers: Sequence[int] | None = None,
+                   max_panels: int = 160) -> go.Figure:
+    """All layers x heads as small multiples (rows: layers, columns: heads).
+
+    Long prompts are pooled to at most ``max_tokens`` cells a side (the title says so) to stay responsive.
+    """
+    require(isinstance(patterns, Patterns), "patterns must be attention.Patterns. Fix: Patterns.from_trace(trace).")
+    L, H, T, _ = patterns.shape
+    layers = list(range(L)) if layers is None else list(layers)
+    require(bool(layers) and all(isinstance(i, int) and 0 <= i < L for i in layers),
+            f"layers={layers!r}: expected layer numbers 0..{L - 1}. Fix: e.g. layers=[0, {L - 1}].")
+    require(len(layers) * H <= max_panels, f"{len(layers)} layers x {H} heads = {len(layers) * H} panels is more "
+            f"than max_panels={max_panels}. Fix: pass layers=[...] with at most {max_panels // H} layers.")
+    pooled, b = downsample(patterns.attention[layers], max_tokens)
+    fig = make_subplots(rows=len(layers), cols=H, shared_xaxes=True, shared_yaxes=True,
+                        horizontal_spacing=0.01, vertical_spacing=0.02,
+                        column_titles=[f"head {h}" for h in range(H)], row_titles=[f"layer {i}" for i in layers])
+    unit = "position" if b == 1 else f"block of {b} positions"
+    for r, layer in enumerate(layers):
+        for h in range(H):
+            fig.add_trace(go.Heatmap(z=_z(pooled[r, h]), colorscale=SCALE, zmin=0, zmax=1,
+                                     showscale=(r == 0 and h == 0), colorbar={"title": "weight"},
+                                     hovertemplate=f"layer {layer}, head {h}<br>query {unit} %{{y}} -> "
+                                                   f"key {unit} %{{x}}: %{{z:.3f}}<extra></extra>"),
+                          row=r + 1, col=h + 1)
+    fig.update_yaxes(autorange="reversed", showticklabels=False)
+    fig.update_xaxes(showticklabels=False)
+    note = "" if b == 1 else (f" - {T} tokens pooled to {pooled.shape[-1]} x {pooled.shape[-1]} "
+                              f"(keys summed, queries averaged over blocks of {b})")
+    return base_layout(fig, f"Every head at once: {len(layers)} layers x {H} heads{note}",
+                       height=max(300, 130 * len(layers) + 80))
+
+
+def query_row(patterns: Patterns, layer: int, head: int, query: int) -> go.Figure:
+    """Where one query token puts its weight: bars over key positions 0..query (they sum to 1)."""
+    _check_head(patterns, layer, head)
+    T = patterns.shape[2]
+    require(isinstance(query, int) and 0 <= query < T, f"query={query!r}: expected a position 0..{T - 1}. "
+            "Fix: pick a token of the prompt.")
+    row = [round(w, 4) for w in patterns.attention[layer, head, query, : query + 1].tolist()]
+    labels = _labels(patterns.pieces[: query + 1], patterns.ids[: query + 1])
+    fig = go.Figure(go.Bar(x=labels, y=row, marker_color=PALETTE[0],
+                           hovertemplate=f"query {labels[query]} -> key %{{x}}: %{{y:.3f}}<extra></extra>"))
+    fig.update_xaxes(**_ticks(labels), tickangle=-60)
+    return base_layout(fig, f"Layer {layer}, head {head}: query {show_token(patterns.pieces[query])!r} "
+                       f"(pos {query}) over its {query + 1} allowed keys", "key position",
+                       "attention weight (row sums to 1)", height=360)
+
+
+def by_hand_figure(hand: LayerByHand, head: int, pieces: Sequence[str]) -> go.Figure:
+    """Three steps of one head side by side: raw scores QK^T/sqrt(d), after the causal mask, after softmax."""
+    require(isinstance(hand, LayerByHand), "hand must come from attention.layer_by_hand(m, x_in, layer).")
+    H, T, _ = hand.scores.shape
+    require(isinstance(head, int) and 0 <= head < H, f"head={head!r}: expected 0..{H - 1}. Fix: pick one of those.")
+    require(len(pieces) == T, f"pieces has {len(pieces)} entries for {T} positions. Fix: pass patterns.pieces.")
+    masked = hand.masked[head].masked_fill(~hand.mask, float("nan"))
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06, subplot_titles=[
+        "scores = q k^T / sqrt(head_dim)", "causal mask: future set to -inf (blank)", "softmax: rows sum to 1"])
+    a = float(hand.scores[head].abs().max())  # one symmetric scale for raw and masked scores, white at 0
+    panels = [(hand.scores[head], "RdBu_r", -a, a), (masked, "RdBu_r", -a, a), (hand.probs[head], SCALE, 0, 1)]
+    labels = _labels(pieces)
+    for c, (z, scale, lo, hi) in enumerate(panels):
+        fig.add_trace(go.Heatmap(z=_z(z), x=labels, y=labels, colorscale=scale, zmin=lo, zmax=hi, showscale=False,
+                                 hovertemplate=HOVER), row=1, col=c + 1)
+    fig.update_xaxes(**_ticks(labels, max_ticks=12), tickangle=-60)
+    fig.update_yaxes(autorange="reversed", **_ticks(labels))
+    fig.update_xaxes(title_text="key position")
+    fig.update_yaxes(title_text="query position", col=1)
+    return base_layout(fig, f"Layer {hand.layer}, head {head}: from scores to probabilities ({T} x {T})", height=420)
+
+
+def head_scores_figure(scores: HeadScores) -> go.Figure:
+    """Three ``[layers, heads]`` heatmaps: previous-token, first-token and induction scores."""
+    require(isinstance(scores, HeadScores), "scores must come from attention.head_scores(m, patterns).")
+    names = {"previous": "previous token", "first": "first token", "induction": "induction (repeated random)"}
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=[
+        f"{names[k]}<br>(even spread scores {scores.baseline[k]:.2f})" for k in names])
+    for c, k in enumerate(names):
+        z = getattr(scores, k)
+        fig.add_trace(go.Heatmap(z=z.tolist(), zmin=0, zmax=1, colorscale=SCALE, showscale=c == 2,
+                                 text=[[f"{v:.2f}" for v in r] for r in z.tolist()], texttemplate="%{text}",
+                                 colorbar={"title": "score"},
+                                 hovertemplate=f"{names[k]}: layer %{{y}}, head %{{x}}: %{{z:.3f}}<extra></extra>"),
+                      row=1, col=c + 1)
+        fig.update_xaxes(title_text="head", dtick=1, row=1, col=c + 1)
+    fig.update_yaxes(autorange="reversed", dtick=1)
+    fig.update_yaxes(title_text="layer", col=1)
+    fig = base_layout(fig, "Kinds of heads, by measurement (score = mean weight on the target key)",
+                      height=max(340, 40 * scores.previous.shape[0] + 220))
+    return fig.update_layout(margin={"t": 110})
+
+
+def entropy_figure(entropy: torch.Tensor, uniform_bits: float) -> go.Figure:
+    """Attention entropy ``[layers, heads]`` (bits): one dot per head, the layer mean, and even spread."""
+    require(isinstance(entropy, torch.Tensor) and entropy.dim() == 2,
+            "entropy must be a [layers, heads] tensor. Fix: attention.attention_entropy(patterns.attention).")
+    L, H = entropy.shape
+    fig = go.Figure()
+    for h in range(H):
+        fig.add_trace(go.Scatter(x=list(range(L)), y=entropy[:, h].tolist(), mode="markers", name=f"head {h}",
+                                 marker={"color": PALETTE[h % len(PALETTE)], "size": 8},
+                                 hovertemplate=f"layer %{{x}}, head {h}: %{{y:.3f}} bits<extra></extra>"))
+    fig.add_trace(go.Scatter(x=list(range(L)), y=entropy.mean(1).tolist(), mode="lines", name="layer mean",
+                             line={"color": "black"}))
+    fig.add_hline(y=uniform_bits, line_dash="dash", annotation_text="evenly spread")
+    fig.add_hline(y=0, line_dash="dot", annotation_text="one key only")
+    fig.update_xaxes(dtick=1)
+    return base_layout(fig, "Attention entropy by layer (low: focused, high: spread out)", "layer",
+                       "entropy of a query row (bits), mean over queries", height=380)
+
+
+def logit_lens_figure(lens: LogitLens) -> go.Figure:
+    """Top-1 prediction after each layer (rows) at each position (columns); colour = its probability."""
+    require(isinstance(lens, LogitLens), "lens must come from attention.logit_lens(m, residual, ids).")
+    n, T, _ = lens.top_ids.shape
+    pieces = lens.pieces or [str(i) for i in range(T)]
+    text = [[show_token(lens.top_pieces[s][t][0]) for t in range(T)] for s in range(n)]
+    hover = []
+    for s in range(n):
+        row = []
+        for t in range(T):
+            lines = [f"{show_token(p)!r} (id {int(i)}): {float(q):.3g}"
+                     for p, i, q in zip(lens.top_pieces[s][t], lens.top_ids[s, t], lens.top_probs[s, t])]
+            nxt = (f"<br>p(real next {show_token(pieces[t + 1])!r}) = {float(lens.next_prob[s, t]):.3g}"
+                   if lens.pieces and t < T - 1 else "")
+            row.append(f"{lens.layer_names[s]}, after {show_token(pieces[t])!r} (pos {t}):<br>" + "<br>".join(lines)
+                       + nxt)
+        hover.append(row)
+    labels = _labels(pieces)
+    fig = go.Figure(go.Heatmap(z=_z(lens.top_probs[..., 0]), x=labels, y=lens.layer_names,
+                               text=text, texttemplate="%{text}", customdata=hover, colorscale=SCALE,
+                               zmin=0, zmax=1, colorbar={"title": "top-1 prob"},
+                               hovertemplate="%{customdata}<extra></extra>"))
+    fig.update_xaxes(**_ticks(labels), tickangle=-60)
+    fig.update_yaxes(autorange="reversed")
+    return base_layout(fig, "Logit lens: the top next-token guess if the model stopped after each layer",
+                       "input position (predicting the token after it)", "residual stream after",
+                       height=max(320, 45 * n + 200))
+
+
+def prefill_decode_figure(trace: Trace, layer: int, head: int) -> go.Figure:
+    """The prefill's T x T pattern on top; below it, one row per decode step, stacked as they were made."""
+    require(isinstance(trace, Trace), "trace must be an inferlab.Trace from generate(..., record=('attention',)).")
+    require("attention" in trace.recorded, "attention was not recorded. Fix: generate(..., record=('attention',)).")
+    require(len(trace.steps) >= 2, "the trace has no decode step. Fix: generate with max_new_tokens >= 2.")
+    pre = trace.attention(layer, head)
+    rows = trace.decode_rows(layer, head)
+    T, W = pre.shape[0], len(trace.all_ids) - 1  # W: every token fed to the model (the last is never fed)
+    ids = trace.all_ids[:W]
+    pieces = (trace.prompt_pieces + trace.generated_pieces)[:W]
+    dec = torch.full((len(rows), W), float("nan"))
+    for i, r in enumerate(rows):
+        dec[i, : len(r)] = r
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[T, len(rows) + 1],
+                        subplot_titles=[f"prefill: one forward pass, {T} query rows x {T} keys",
+                                        f"decode: one new query row per step ({len(rows)} steps, rows grow by one)"])
+    labels = _labels(pieces, ids)
+    steps = [f"step {i + 1}: {q}" for i, q in enumerate(labels[T:])]
+    fig.add_trace(_heatmap(torch.cat([pre, torch.full((T, W - T), float("nan"))], 1), labels, labels[:T],
+                           colorbar={"title": "weight"}), row=1, col=1)
+    fig.add_trace(_heatmap(dec, labels, steps, q_start=T, showscale=False), row=2, col=1)
+    fig.update_xaxes(**_ticks(labels), tickangle=-60, row=2, col=1)
+    fig.update_yaxes(autorange="reversed")
+    fig.update_yaxes(**_ticks(labels[:T]), row=1, col=1)
+    fig.update_yaxes(**_ticks(steps), row=2, col=1)
+    fig.update_xaxes(title_text="key position (prompt, then generated tokens)", row=2, col=1)
+    return base_layout(fig, f"Layer {layer}, head {head}: prefill matrix and decode rows",
+                       height=max(460, 16 * (T + len(rows)) + 240))
+
+
+def kernel_times_figure(times: KernelTimes) -> go.Figure:
+    """Median time of one forward pass per attention kernel, with min-max whiskers over repeats."""
+    require(isinstance(times, KernelTimes), "times must come from attention.time_attention_kernels(m, ids).")
+    names = list(times.seconds)
+    med = [times.median(n) * 1e3 for n in names]
+    lo = [m - min(times.seconds[n]) * 1e3 for m, n in zip(med, names)]
+    hi = [max(times.seconds[n]) * 1e3 - m for m, n in zip(med, names)]
+    fig = go.Figure(go.Bar(x=names, y=med, marker_color=[PALETTE[i] for i in range(len(names))],
+                           error_y={"type": "data", "array": hi, "arrayminus": lo},
+                           hovertemplate="%{x}: median %{y:.2f} ms<extra></extra>"))
+    n = len(next(iter(times.seconds.values())))
+    return base_layout(fig, f"One prefill pass over {times.tokens} tokens (median of {n}, whiskers min-max)",
+                       "attention kernel", "milliseconds", height=360)

@@ -1,0 +1,173 @@
+"""Embedding figures: heat strips of rows, the position table, cosine maps, neighbours, PCA scatter.
+
+Inputs are tensors and the small dataclasses of ``inferlab.embeddings``; no figure takes a model.
+
+    >>> fig = heat_strip(vectors, labels=["How", " does"])   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from ..embeddings import FirstResidual, Neighbours, Projection
+from ..tokens import visible
+from . import PALETTE, base_layout, require
+
+_DIVERGING = "RdBu_r"
+
+
+def _matrix(x, name: str) -> torch.Tensor:
+    require(isinstance(x, torch.Tensor), f"{name} must be a torch tensor, got {type(x).__name__}")
+    x = x.detach().float().cpu()
+    if x.dim() == 1:
+        x = x.unsqueeze(0)
+    require(x.dim() == 2 and x.numel() > 0, f"{name} must be [d_model] or [rows, d_model], got {list(x.shape)}")
+    return x
+
+
+def _z(x: torch.Tensor) -> np.ndarray:
+    """float32 numpy: plotly stores it as compact base64 (a notebook keeps every figure's numbers)."""
+    return x.detach().cpu().float().numpy()
+
+
+def _thin(x: torch.Tensor, max_rows: int, max_cols: int) -> tuple[np.ndarray, list[int], list[int]]:
+    """Every k-th row/column so a big table stays a small figure."""
+    rs = max(1, -(-x.shape[0] // max_rows))
+    cs = max(1, -(-x.shape[1] // max_cols))
+    rows, cols = list(range(0, x.shape[0], rs)), list(range(0, x.shape[1], cs))
+    z = _z(x[::rs, ::cs])
+    return z, rows, cols
+
+
+def heat_strip(vectors: torch.Tensor, labels: Sequence[str] | None = None, *, title: str | None = None) -> go.Figure:
+    """Rows of numbers as coloured strips: ``[d_model]`` (one token) or ``[T, d_model]`` (one row per token).
+
+    Red is positive, blue negative, white zero; hover shows the token, the dimension and the value.
+    """
+    x = _matrix(vectors, "vectors")
+    labels = [visible(s) for s in labels] if labels is not None else [f"row {i}" for i in range(len(x))]
+    require(len(labels) == len(x), f"got {len(labels)} labels for {len(x)} rows: pass one label per row")
+    lim = float(x.abs().max()) or 1.0
+    fig = go.Figure(go.Heatmap(
+        z=_z(x), y=[f"{i}: {s}" for i, s in enumerate(labels)], colorscale=_DIVERGING,
+        zmin=-lim, zmax=lim, colorbar={"title": "value"},
+        hovertemplate="token %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    return base_layout(fig, title or f"{len(x)} x {x.shape[1]} numbers ([T, d_model])",
+                       x=f"dimension (0..{x.shape[1] - 1} of d_model)", y="token",
+                       height=max(180, 90 + 28 * len(x)))
+
+
+def position_heatmap(wpe: torch.Tensor, *, title: str = "Position table wpe: one row per position",
+                     max_rows: int = 128, max_cols: int = 160) -> go.Figure:
+    """The position table ``[n_ctx, d_model]`` as a heatmap (positions down, dimensions across).
+
+    Tables larger than ``max_rows`` x ``max_cols`` show every k-th position/dimension (the title says so).
+    """
+    x = _matrix(wpe, "wpe")
+    lim = float(x.abs().max()) or 1.0
+    z, rows, cols = _thin(x, max_rows, max_cols)
+    fig = go.Figure(go.Heatmap(z=z, x=cols, y=rows, colorscale=_DIVERGING, zmin=-lim, zmax=lim,
+                               colorbar={"title": "value"},
+                               hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    every = f", every {rows[1] - rows[0]}th position shown" if len(rows) > 1 and rows[1] > 1 else ""
+    return base_layout(fig, f"{title} ([{x.shape[0]}, {x.shape[1]}]{every})", x="dimension of d_model",
+                       y="position (token index)", height=460)
+
+
+def similarity_heatmap(sim: torch.Tensor, *, title: str = "Cosine similarity between positions",
+                       axis: str = "position", labels: Sequence[str] | None = None,
+                       max_rows: int = 128) -> go.Figure:
+    """A square ``[n, n]`` cosine-similarity matrix (from ``inferlab.embeddings.cosine_matrix``)."""
+    x = _matrix(sim, "sim")
+    require(x.shape[0] == x.shape[1], f"sim must be square [n, n], got {list(x.shape)}")
+    z, rows, _ = _thin(x, max_rows, max_rows)
+    ticks = rows
+    if labels is not None:
+        require(len(labels) == len(x), f"got {len(labels)} labels for a {len(x)} x {len(x)} matrix")
+        ticks = [f"{i}: {visible(labels[i])}" for i in rows]
+    fig = go.Figure(go.Heatmap(z=z, x=ticks, y=ticks, zmin=-1, zmax=1, colorscale=_DIVERGING,
+                               colorbar={"title": "cosine"},
+                               hovertemplate=f"{axis} %{{y}} vs {axis} %{{x}}<br>cosine %{{z:.3f}}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed")
+    every = f", every {rows[1]}th shown" if len(rows) > 1 and rows[1] > 1 else ""
+    return base_layout(fig, f"{title} ([{len(x)}, {len(x)}]{every})", x=axis, y=axis, height=460)
+
+
+def residual_sum(res: FirstResidual, labels: Sequence[str]) -> go.Figure:
+    """Three heatmaps side by side: ``wte[ids]`` + ``wpe[positions]`` = first residual, each ``[T, d_model]``."""
+    require(isinstance(res, FirstResidual), "residual_sum needs inferlab.embeddings.first_residual(model, ids)")
+    require(len(labels) == len(res.ids), f"got {len(labels)} labels for {len(res.ids)} tokens")
+    names = ["token: wte[ids]", "position: wpe[0..T-1]", "sum: input to block 0"]
+    fig = make_subplots(rows=1, cols=3, shared_yaxes=True, subplot_titles=names, horizontal_spacing=0.03)
+    lim = float(torch.stack([res.tok, res.pos, res.sum]).abs().max()) or 1.0
+    y = [f"{i}: {visible(s)}" for i, s in enumerate(labels)]
+    for col, (name, x) in enumerate(zip(names, (res.tok, res.pos, res.sum)), 1):
+        z = _z(x)
+        fig.add_trace(go.Heatmap(z=z, y=y, zmin=-lim, zmax=lim, colorscale=_DIVERGING, showscale=col == 3, name=name,
+                                 colorbar={"title": "value"},
+                                 hovertemplate=f"{name}<br>token %{{y}}<br>dimension %{{x}}<br>value %{{z:.3f}}"
+                                               "<extra></extra>"), row=1, col=col)
+        fig.update_xaxes(title_text="dimension of d_model", row=1, col=col)
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_yaxes(title_text="token (position: text)", row=1, col=1)
+    return base_layout(fig, f"First residual vectors = token + position, each [{len(y)}, {res.sum.shape[1]}]",
+                       height=max(240, 120 + 30 * len(y)))
+
+
+def neighbour_bars(nb: Neighbours, *, show_chance: bool = True) -> go.Figure:
+    """Horizontal bars: the query's nearest tokens by cosine.
+
+    With ``show_chance`` a black tick marks, for each rank, what the query scores against a random table
+    (``nb.chance``): a bar that does not pass its tick says nothing.
+    """
+    require(isinstance(nb, Neighbours), "neighbour_bars needs VocabSpace.nearest(word)")
+    require(len(nb.items) > 0, f"no neighbours to draw for {nb.query!r}. {nb.note}")
+    y = [f"{visible(n.token)!r} ({n.id})" for n in nb.items]
+    fig = go.Figure(go.Bar(
+        x=[n.cosine for n in nb.items], y=y, orientation="h", name="cosine with the query",
+        marker_color=PALETTE[0], text=[f"{n.cosine:.2f}" for n in nb.items], textposition="outside",
+        hovertext=[f"{n.token!r}, id {n.id}<br>cosine {n.cosine:.3f}" for n in nb.items], hoverinfo="text"))
+    if show_chance and nb.chance:
+        fig.add_trace(go.Scatter(x=list(nb.chance[:len(y)]), y=y, mode="markers", name="same rank, random table",
+                                 marker={"symbol": "line-ns-open", "size": 18, "color": "#333", "line": {"width": 2}},
+                                 hovertemplate="by chance: %{x:.3f}<extra></extra>"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_layout(legend={"orientation": "h", "y": -0.2})
+    return base_layout(fig, f"Nearest tokens to {visible(nb.query)!r} (id {nb.query_id}) by cosine similarity",
+                       x="cosine similarity with the query's row of wte", y="token (id)",
+                       height=max(300, 120 + 26 * len(nb.items)))
+
+
+def pca_scatter(p: Projection, *, title: str | None = None) -> go.Figure:
+    """Words on their top principal components (2-D or 3-D), one colour per group; hover shows the word."""
+    require(isinstance(p, Projection), "pca_scatter needs VocabSpace.project(groups, dims)")
+    dims = p.coords.shape[1]
+    require(dims in (2, 3), f"the projection has {dims} axes; pca_scatter draws 2 or 3")
+    axes = [f"PC{i + 1} ({e:.0%} of variance)" for i, e in enumerate(p.explained)]
+    fig = go.Figure()
+    for gi, group in enumerate(dict.fromkeys(p.groups)):
+        idx = [i for i, g in enumerate(p.groups) if g == group]
+        xyz = p.coords[idx].tolist()
+        common = {"name": group, "text": [p.words[i] for i in idx], "mode": "markers+text",
+                  "textposition": "top center", "marker": {"color": PALETTE[gi % len(PALETTE)], "size": 7},
+                  "hovertemplate": f"%{{text}} ({group})<extra></extra>"}
+        if dims == 2:
+            fig.add_trace(go.Scatter(x=[c[0] for c in xyz], y=[c[1] for c in xyz], **common))
+        else:
+            fig.add_trace(go.Scatter3d(x=[c[0] for c in xyz], y=[c[1] for c in xyz], z=[c[2] for c in xyz], **common))
+    kept = sum(p.explained)
+    fig = base_layout(fig, title or f"{len(p.words)} words, PCA to {dims}-D (keeps {kept:.0%} of their variance)",
+                      height=520)
+    if dims == 2:
+        fig.update_xaxes(title_text=axes[0])
+        fig.update_yaxes(title_text=axes[1])
+    else:
+        fig.update_layout(scene={"xaxis_title": axes[0], "yaxis_title": axes[1], "zaxis_title": axes[2]})
+    return fig

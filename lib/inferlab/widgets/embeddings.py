@@ -1,0 +1,91 @@
+"""Embedding widgets: nearest-neighbour search and a PCA explorer where the learner adds words.
+
+Both take a ``VocabSpace`` (``inferlab.embeddings.vocab_space(m)``), built once: callbacks only index it.
+
+    >>> space = vocab_space(m)                       # doctest: +SKIP
+    >>> neighbour_search(space, "king")              # doctest: +SKIP
+    >>> pca_explorer(space)                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import ipywidgets as w
+from IPython.display import display
+
+from ..embeddings import WORD_GROUPS, VocabSpace
+from ..viz.embeddings import neighbour_bars, pca_scatter
+from . import message
+
+
+def _show(out: w.Output, fig) -> None:
+    with out:
+        out.clear_output(wait=True)
+        display(fig)
+
+
+def neighbour_search(space: VocabSpace, word: str = "king", k: int = 10) -> w.VBox:
+    """Type a word, see the ``k`` tokens whose rows have the highest cosine similarity with its row.
+
+    A word that is several tokens, or whose row the model never learned, gets a message saying why.
+    """
+    box = w.Text(value=word, description="Word:", continuous_update=False, layout=w.Layout(width="300px"))
+    count = w.IntSlider(value=k, min=3, max=30, description="How many:", continuous_update=False)
+    space_first = w.Checkbox(value=True, description="leading space (' king', the form inside a sentence)",
+                             indent=False, layout=w.Layout(width="380px"))
+    note, out = w.HTML(), w.Output()
+
+    def redraw(_=None) -> None:
+        try:
+            nb = space.nearest(box.value, count.value, leading_space=space_first.value)
+        except (ValueError, TypeError) as exc:
+            note.value = message(str(exc))
+            out.clear_output()
+            return
+        if not nb.items:
+            note.value = message(nb.note, "info")
+            out.clear_output()
+            return
+        beat = sum(n.cosine > c for n, c in zip(nb.items, nb.chance))
+        note.value = message(f"{beat} of {len(nb.items)} neighbours beat the score of the same rank in a random "
+                             "table (the black ticks); the others are no closer than chance.", "info")
+        _show(out, neighbour_bars(nb))
+
+    for control in (box, count, space_first):
+        control.observe(redraw, names="value")
+    redraw()
+    return w.VBox([w.HBox([box, count]), space_first, note, out])
+
+
+def _parse_words(text: str) -> list[str]:
+    return [t.strip() for t in text.replace("\n", ",").split(",") if t.strip()]
+
+
+def pca_explorer(space: VocabSpace, groups: Mapping[str, Sequence[str]] = WORD_GROUPS, dims: int = 2) -> w.VBox:
+    """The word groups projected by PCA in 2-D or 3-D; type extra words (comma-separated) to add them."""
+    extra = w.Text(value="", placeholder="add words, e.g. night, day, sword", description="Add:",
+                   continuous_update=False, layout=w.Layout(width="420px"))
+    which = w.ToggleButtons(options=[("2-D", 2), ("3-D", 3)], value=dims, description="View:")
+    note, out = w.HTML(), w.Output()
+
+    def redraw(_=None) -> None:
+        mine = _parse_words(extra.value)
+        if len(mine) > 50:
+            note.value = message(f"{len(mine)} words is too many to read in one picture; add at most 50.")
+            return
+        chosen = {**groups, **({"your words": mine} if mine else {})}
+        try:
+            proj = space.project(chosen, dims=which.value)
+        except (ValueError, TypeError) as exc:
+            note.value = message(str(exc))
+            out.clear_output()
+            return
+        left = "; ".join(f"{word!r}: {why}" for word, why in proj.skipped.items())
+        note.value = message(f"Left out: {left}" if left else "Every word was found.", "info")
+        _show(out, pca_scatter(proj))
+
+    extra.observe(redraw, names="value")
+    which.observe(redraw, names="value")
+    redraw()
+    return w.VBox([w.HBox([extra, which]), note, out])

@@ -1,0 +1,256 @@
+"""Attention opened up: the hand-computed layer against the model, head scores, entropy, logit lens, figures."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import inferlab as il
+from inferlab import _hf, hooks
+from inferlab import attention as A
+from inferlab.viz import attention as va
+from inferlab.viz import show_token
+from inferlab.widgets import attention as wa
+
+
+@pytest.fixture(scope="module")
+def pat(short_trace) -> A.Patterns:
+    return A.Patterns.from_trace(short_trace)
+
+
+def causal_uniform(T: int) -> torch.Tensor:
+    """Evenly spread causal attention ``[T, T]``."""
+    return torch.ones(T, T).tril() / torch.arange(1, T + 1).view(-1, 1)
+
+
+# ----------------------------------------------------------------------------- recorded patterns
+def test_recorded_patterns_are_causal_probabilities(model, pat):
+    L, H, T, T2 = pat.shape
+    assert (L, H, T == T2) == (model.info.n_layer, model.info.n_head, True)
+    assert torch.allclose(pat.attention.sum(-1), torch.ones(L, H, T), atol=1e-5)
+    assert bool((pat.attention.triu(1) == 0).all())
+    assert pat.residual.shape == (L + 1, T, model.info.d_model)
+
+
+def test_record_patterns_matches_generate(model, pat):
+    again = A.record_patterns(model, pat.ids)
+    assert again.pieces == pat.pieces
+    assert torch.allclose(again.attention, pat.attention, atol=1e-6)
+    assert torch.allclose(again.residual, pat.residual, atol=1e-5)
+    assert hooks.active_hook_count(model.hf) == 0
+    assert _hf.current_attention(model.hf) == model.info.attention
+
+
+def test_record_patterns_refuses_beyond_memory_and_context(model):
+    with pytest.raises(ValueError, match="max_attention_bytes"):
+        A.record_patterns(model, list(range(100, 164)), max_attention_bytes=1000)
+    with pytest.raises(ValueError, match="n_ctx"):
+        A.record_patterns(model, [11] * (model.info.n_ctx + 1))
+    assert A.attention_bytes(4, 5, 10) == 4 * 5 * 100 * 4
+
+
+# ----------------------------------------------------------------------------- one layer by hand
+def test_layer_by_hand_equals_model_every_layer(model, pat):
+    for layer in range(model.info.n_layer):
+        check = A.check_layer(A.layer_by_hand(model, pat.residual[layer], layer), pat)
+        assert check.ok(1e-5), check
+
+
+def test_layer_by_hand_matches_torch_sdpa(model, pat):
+    hand = A.layer_by_hand(model, pat.residual[1], 1)
+    ref = F.scaled_dot_product_attention(hand.q, hand.k, hand.v, is_causal=True, scale=hand.scale)
+    assert torch.allclose(hand.mixed, ref, atol=1e-5)
+    assert math.isclose(hand.scale, 1 / math.sqrt(model.info.head_dim), rel_tol=1e-6)
+
+
+def test_layer_by_hand_shapes(model, pat):
+    T, d, H, hd = pat.shape[2], model.info.d_model, model.info.n_head, model.info.head_dim
+    shapes = dict(A.layer_by_hand(model, pat.residual[0], 0).shapes())
+    assert shapes["qkv"] == (T, 3 * d)
+    assert shapes["q"] == shapes["k"] == shapes["v"] == shapes["mixed"] == (H, T, hd)
+    assert shapes["scores"] == shapes["probs"] == (H, T, T)
+    assert shapes["out"] == shapes["attn_out"] == (T, d)
+
+
+def test_check_layer_can_fail(model, pat):
+    wrong_input = A.layer_by_hand(model, pat.residual[0], 1)  # layer 1 fed the embeddings
+    check = A.check_layer(wrong_input, pat)
+    assert not check.ok() and check.output_max_diff > 1e-3
+
+
+def test_layer_by_hand_rejects_bad_input(model, pat):
+    with pytest.raises(ValueError, match="layer"):
+        A.layer_by_hand(model, pat.residual[0], model.info.n_layer)
+    with pytest.raises(ValueError, match="d_model"):
+        A.layer_by_hand(model, pat.residual[0, :, :10], 0)
+
+
+# ----------------------------------------------------------------------------- kinds of heads
+def test_scores_of_ideal_heads():
+    T = 9
+    prev = torch.zeros(T, T)
+    prev[0, 0] = 1
+    prev[torch.arange(1, T), torch.arange(T - 1)] = 1
+    first = torch.zeros(T, T)
+    first[:, 0] = 1
+    assert A.previous_token_score(prev) == pytest.approx(1.0)
+    assert A.first_token_score(prev) == pytest.approx(1 / (T - 1))
+    assert A.first_token_score(first) == pytest.approx(1.0)
+    n = 4  # BOS + R + R: 9 tokens
+    ind = first.clone()
+    for q in range(1 + n, 1 + 2 * n):
+        ind[q] = 0
+        ind[q, q - n + 1] = 1
+    assert A.induction_score(ind, n, offset=1) == pytest.approx(1.0)
+    assert A.induction_score(prev, n, offset=1) == pytest.approx(0.0)
+    uni = causal_uniform(T)
+    assert float(A.previous_token_score(uni)) == pytest.approx(A.uniform_baseline(torch.arange(1, T)), rel=1e-5)
+
+
+def test_random_repeated_ids(model):
+    ids = A.random_repeated_ids(model, 12, seed=3)
+    assert len(ids) == 25 and ids[0] == model.eos_id
+    assert ids[1:13] == ids[13:] and len(set(ids[1:13])) == 12
+    assert ids == A.random_repeated_ids(model, 12, seed=3) != A.random_repeated_ids(model, 12, seed=4)
+
+
+def test_head_scores(model, pat):
+    scores = A.head_scores(model, pat, repeat_len=8)
+    L, H = model.info.n_layer, model.info.n_head
+    assert scores.previous.shape == scores.first.shape == scores.induction.shape == (L, H)
+    layer, head, value = scores.top("induction")
+    assert value == pytest.approx(float(scores.induction[layer, head]))
+    assert float(scores.induction.max()) == pytest.approx(value)
+    assert scores.repeated.shape == (L, H, 17, 17)
+    with pytest.raises(ValueError, match="kind"):
+        scores.top("punctuation")
+
+
+def test_entropy():
+    T = 7
+    one_key = torch.zeros(T, T)
+    one_key[:, 0] = 1
+    assert float(A.attention_entropy(one_key)) == pytest.approx(0.0, abs=1e-6)
+    assert float(A.attention_entropy(causal_uniform(T))) == pytest.approx(A.uniform_entropy(T), rel=1e-5)
+
+
+# ----------------------------------------------------------------------------- logit lens, decode, cost
+def test_logit_lens_last_stage_is_the_model_output(model, pat):
+    lens = A.logit_lens(model, pat.residual, pat.ids, k=3)
+    L, T = model.info.n_layer, pat.shape[2]
+    assert lens.top_ids.shape == (L + 1, T, 3) and lens.next_prob.shape == (L + 1, T - 1)
+    full = il.forward_full(model, [pat.ids])[0]
+    assert torch.allclose(lens.logits_last, full, atol=1e-4)
+    assert torch.equal(lens.top_ids[-1, :, 0], full.argmax(-1))
+    assert bool((lens.top_probs[..., :-1] >= lens.top_probs[..., 1:]).all())
+    table = lens.table(T - 1)
+    assert table.count("\n") == L + 2 and "block 0" in table
+
+
+def test_decode_rows_equal_uncached_rows(model, short_trace):
+    assert A.decode_rows_max_diff(model, short_trace) < 1e-5
+    lengths = [len(r) for r in short_trace.decode_rows(0, 0)]
+    T = len(short_trace.prompt_ids)
+    assert lengths == list(range(T + 1, T + len(short_trace.steps)))
+
+
+def test_time_attention_kernels_restores_the_model(model, pat):
+    before = _hf.current_attention(model.hf)
+    times = A.time_attention_kernels(model, pat.ids, repeats=1, warmup=0)
+    assert list(times.seconds) == ["sdpa", "eager", "eager + recording"]
+    assert all(len(v) == 1 and v[0] > 0 for v in times.seconds.values())
+    assert times.attention_bytes == A.attention_bytes(model.info.n_layer, model.info.n_head, len(pat.ids))
+    assert _hf.current_attention(model.hf) == before and hooks.active_hook_count(model.hf) == 0
+
+
+# ----------------------------------------------------------------------------- figures
+def test_pattern_figure_hover_and_axes(pat):
+    fig = va.pattern_figure(pat, 1, 2)
+    heat = fig.data[0]
+    assert "query %{y} -> key %{x}" in heat.hovertemplate
+    assert f"id {pat.ids[1]}" in heat.x[1] and repr(show_token(pat.pieces[1])) in heat.y[1]
+    assert heat.z[0][1] is None and heat.z[1][1] is not None  # the masked future is blank
+    assert len(set(heat.x)) == pat.shape[2]  # repeated pieces stay separate columns
+    assert "key position" in fig.layout.xaxis.title.text and "query position" in fig.layout.yaxis.title.text
+    with pytest.raises(ValueError, match="Fix"):
+        va.pattern_figure(pat, 99, 0)
+
+
+def test_explorer_and_grid(pat):
+    L, H = pat.shape[:2]
+    fig = va.pattern_explorer(pat)
+    assert len(fig.data) == L * H and len(fig.layout.sliders[0].steps) == L * H
+    assert [t.visible for t in fig.data].count(True) == 1
+    with pytest.raises(ValueError, match="max_cells"):
+        va.pattern_explorer(pat, max_cells=10)
+    grid = va.attention_grid(pat)
+    assert len(grid.data) == L * H and "pooled" not in grid.layout.title.text
+    with pytest.raises(ValueError, match="layers"):
+        va.attention_grid(pat, max_panels=H)
+
+
+def test_grid_downsamples_long_prompts():
+    long = A.Patterns(list(range(100)), ["x"] * 100, causal_uniform(100).expand(2, 3, 100, 100).clone())
+    fig = va.attention_grid(long, max_tokens=16)
+    assert "pooled" in fig.layout.title.text
+    assert all(len(t.z) <= 16 for t in fig.data)
+    pooled, b = va.downsample(long.attention, 16)
+    assert b == 7 and torch.allclose(pooled.sum(-1), torch.ones(pooled.shape[:-1]), atol=1e-5)
+
+
+def test_query_row_and_by_hand(model, pat):
+    fig = va.query_row(pat, 0, 0, 4)
+    assert len(fig.data[0].y) == 5 and sum(fig.data[0].y) == pytest.approx(1, abs=1e-5)
+    assert f"id {pat.ids[4]}" in fig.data[0].x[4] and "query" in fig.data[0].hovertemplate
+    with pytest.raises(ValueError, match="query"):
+        va.query_row(pat, 0, 0, 999)
+    hand = A.layer_by_hand(model, pat.residual[0], 0)
+    fig = va.by_hand_figure(hand, 1, pat.pieces)
+    assert len(fig.data) == 3 and fig.data[1].z[0][1] is None  # masked future shown blank
+
+
+def test_score_entropy_lens_figures(model, pat):
+    scores = A.head_scores(model, pat, repeat_len=6)
+    assert len(va.head_scores_figure(scores).data) == 3
+    ent = va.entropy_figure(A.attention_entropy(pat.attention), A.uniform_entropy(pat.shape[2]))
+    assert len(ent.data) == model.info.n_head + 1 and "bits" in ent.layout.yaxis.title.text
+    lens = A.logit_lens(model, pat.residual, pat.ids)
+    fig = va.logit_lens_figure(lens)
+    assert list(fig.data[0].y) == lens.layer_names
+    assert repr(show_token(lens.top_pieces[-1][0][0])) in fig.data[0].customdata[-1][0]
+
+
+def test_prefill_decode_and_kernel_figures(short_trace):
+    fig = va.prefill_decode_figure(short_trace, 0, 1)
+    T, N = len(short_trace.prompt_ids), len(short_trace.steps)
+    assert len(fig.data[0].z) == T and len(fig.data[1].z) == N - 1
+    assert len(fig.data[1].z[0]) == T + N - 1 and fig.data[1].z[0][T + 1] is None and fig.data[1].z[0][T] is not None
+    assert fig.data[1].y[0].startswith("step 1:") and f"id {short_trace.generated_ids[0]}" in fig.data[1].y[0]
+    times = A.KernelTimes(5, {"sdpa": [0.001, 0.002], "eager": [0.002, 0.003]}, 100)
+    assert list(va.kernel_times_figure(times).data[0].x) == ["sdpa", "eager"]
+    with pytest.raises(ValueError, match="attention"):
+        va.prefill_decode_figure(il.Trace("x", [1], ["x"]), 0, 0)
+
+
+# ----------------------------------------------------------------------------- widget
+def test_explorer_widget(model, pat):
+    def compute(text):
+        return A.record_patterns(model, model.encode(text), max_attention_bytes=4 * 2**20)
+
+    ex = wa.attention_explorer(pat, compute=compute)
+    assert ex.query.value == pat.shape[2] - 1
+    ex.layer.value, ex.head.value, ex.query.value = 1, 2, 3
+    assert "Layer 1, head 2" in ex.figures["map"].layout.title.text and len(ex.figures["row"].data[0].y) == 4
+    ex.view.value = "all heads"
+    assert len(ex.figures["map"].data) == pat.shape[0] * pat.shape[1]
+    ex.text.value = "   "  # the box records on Enter (a value change)
+    assert "empty" in ex.status.value
+    ex.text.value = "word " * 400  # too many tokens for 4 MiB of attention
+    assert "Could not record" in ex.status.value and ex.patterns is pat
+    ex.text.value = "Hello there, friend"
+    assert ex.patterns.shape[2] == len(model.encode("Hello there, friend")) and "Recorded" in ex.status.value
+    with pytest.raises(TypeError, match="Patterns"):
+        wa.attention_explorer("not patterns")

@@ -1,0 +1,244 @@
+"""Tokens: the reference facts, our hand-written BPE against the real tokenizer, chips and widgets."""
+
+from __future__ import annotations
+
+import random
+
+import plotly.graph_objects as go
+import pytest
+
+from inferlab import tokens as T
+from inferlab.viz import tokens as vt
+from inferlab.widgets import tokens as wt
+
+# Strings that exercise every branch of GPT-2's pre-tokenizer and byte handling.
+TRICKY = [
+    "How does inference work?", "Hello, world!", "什么是量子计算", " How", "Hello world", "hello  world",
+    "a  b    c        d\n\n\nend", "\n", "\n\n", " \n ", "\t\tindented\n", "   leading", "trailing   ",
+    "it's I'm we've they'll you'd don't I'M IT'S", "'s's", "2024-11-29 12:34:56", "1234567890", "3.14159",
+    "def f(x):\n    return x ** 2  # square\n", "if (a && b) { c++; }", "<html><body>hi</body></html>",
+    "I love pizza 🍕🍕! 👨‍👩‍👧 🇫🇷 👍🏽", "naïve café résumé Ångström", "Straße", "Доброе утро!", "Καλημέρα!",
+    "صباح الخير", "सुप्रभात", "おはようございます！今日は", "좋은 아침", "ﷺ", "x\u200by", "\u00a0nbsp", "a\r\nb",
+    "<|endoftext|>", "start<|endoftext|>end", " <|endoftext|> ", "\x00\x01\x7f", "𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "!!!???...",
+    "   ", " ", "ＦＵＬＬ　ＷＩＤＴＨ", "e\u0301", "🙂" * 5, *T.EXAMPLES.values(), *T.SAME_MEANING.values(),
+]
+
+POOL = list("abcXYZ  \n\t'.,!?-_019") + list("是的量子好ऄअ") + ["é", "ß", "Ж", "🍕", "👍", "\u200d", "’"]
+
+
+def random_strings(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return ["".join(rng.choice(POOL) for _ in range(rng.randint(1, 40))) for _ in range(n)]
+
+
+@pytest.fixture(scope="module")
+def tok(model):
+    return model.tokenizer
+
+
+# ----------------------------------------------------------------------------- facts (REFERENCE.md)
+def test_reference_ids(tok):
+    assert T.tokenize(tok, "How does inference work?").ids == [2437, 857, 32278, 670, 30]
+    assert T.tokenize(tok, "Hello, world!").ids == [15496, 11, 995, 0]
+    assert T.tokenize(tok, "什么是量子计算").n_tokens == 14
+    assert T.tokenize(tok, "<|endoftext|>").ids == [50256]
+    assert T.tokenize(tok, " How").ids == [1374]  # the id the article printed in place of " does"
+    assert T.tokenize(tok, " does").ids == [857]
+    assert len(tok) == 50257
+
+
+def test_leading_space_belongs_to_next_token(tok):
+    pieces = T.tokenize(tok, "How does inference work?").pieces
+    assert [p.text for p in pieces] == ["How", " does", " inference", " work", "?"]
+    assert pieces[1].symbol == "Ġdoes"
+
+
+# ----------------------------------------------------------------------------- byte map and BPE
+def test_bytes_to_unicode_is_gpt2s_map():
+    table = T.bytes_to_unicode()
+    assert len(table) == 256 and len(set(table.values())) == 256
+    assert table[ord(" ")] == "Ġ" and table[ord("\n")] == "Ċ" and table[ord("a")] == "a"
+    assert all(s.isprintable() and not s.isspace() for s in table.values())
+    vocab = T.gpt2_bpe().vocab
+    assert all(s in vocab for s in table.values())  # every byte is a token of its own
+
+
+@pytest.mark.parametrize("text", TRICKY)
+def test_hand_bpe_matches_real_tokenizer(tok, text):
+    assert T.gpt2_bpe().encode(text) == list(tok(text, add_special_tokens=False).input_ids)
+
+
+def test_hand_bpe_matches_on_random_strings(tok):
+    bpe = T.gpt2_bpe()
+    for text in random_strings(300):
+        assert bpe.encode(text) == list(tok(text, add_special_tokens=False).input_ids), repr(text)
+
+
+def test_pretokenizer_matches_huggingface(tok):
+    pre = tok.backend_tokenizer.pre_tokenizer
+    for text in TRICKY[:40] + random_strings(50, seed=1):
+        if "<|endoftext|>" in text:
+            continue
+        ours = ["".join(T.BYTE_TO_SYMBOL[b] for b in c.encode("utf-8")) for c in T.BPE.pretokenize(text)]
+        assert ours == [c for c, _ in pre.pre_tokenize_str(text)], repr(text)
+
+
+def test_bpe_decode_roundtrip(tok):
+    bpe = T.gpt2_bpe()
+    for text in TRICKY:
+        assert bpe.decode(bpe.encode(text)) == text
+
+
+def test_bpe_steps_show_the_work():
+    work = T.bpe_steps(" inference")
+    assert work.utf8 == b" inference"
+    assert work.initial == ("Ġ", "i", "n", "f", "e", "r", "e", "n", "c", "e")
+    assert work.final == ("Ġinference",) and work.ids == (32278,)
+    ranks = [s.rank for s in work.steps]
+    assert ranks == sorted(ranks)  # lower rank = learned earlier = applied first
+    for before, step in zip((work.initial, *(s.symbols for s in work.steps)), work.steps):
+        assert "".join(before) == "".join(step.symbols)  # merging never changes the bytes
+        assert len(step.symbols) == len(before) - step.count
+
+
+def test_bpe_ranks_increase_on_many_words():
+    bpe = T.gpt2_bpe()
+    for text in TRICKY:
+        for work in bpe.explain(text):
+            ranks = [s.rank for s in work.steps]
+            assert ranks == sorted(ranks), work
+
+
+def test_bpe_steps_refuses_several_chunks():
+    with pytest.raises(ValueError, match="explain"):
+        T.bpe_steps("hello world")
+    with pytest.raises(ValueError):
+        T.bpe_steps("")
+
+
+def test_bpe_from_folder_needs_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match=r"merges\.txt"):
+        T.BPE.from_folder(tmp_path)
+
+
+# ----------------------------------------------------------------------------- pieces
+def test_partial_characters_show_bytes_not_replacement(tok):
+    t = T.tokenize(tok, "什么是量子计算")
+    first = t.pieces[0]
+    assert first.partial and first.hex == "e4 bb" and first.chars == "什" and first.label == "e4 bb"
+    assert t.pieces[1].hex == "80" and t.pieces[1].chars == "什"
+    assert not t.pieces[4].partial and t.pieces[4].text == "是"
+    assert b"".join(p.raw for p in t.pieces) == "什么是量子计算".encode()
+
+
+def test_no_replacement_character_anywhere(tok):
+    for text in TRICKY + random_strings(100, seed=2):
+        t = T.tokenize(tok, text)
+        assert b"".join(p.raw for p in t.pieces) == text.encode("utf-8")
+        html = vt.chips_html(t)
+        assert "\ufffd" not in html
+        assert all("\ufffd" not in p.describe() and "\ufffd" not in p.label for p in t.pieces)
+
+
+def test_counts_and_special(tok):
+    t = T.tokenize(tok, "a<|endoftext|>é")
+    assert t.n_chars == 15 and t.n_bytes == 16
+    assert [p.special for p in t.pieces] == [False, True, False]
+    assert t.chars_per_token == pytest.approx(15 / 3) and t.bytes_per_token == pytest.approx(16 / 3)
+
+
+def test_visible_whitespace():
+    assert T.visible(" a\n\tb\u200d") == "·a⏎→b⟨U+200D⟩"
+
+
+@pytest.mark.parametrize("bad", ["", "x" * (T.MAX_CHARS + 1)])
+def test_bad_text_is_refused_clearly(tok, bad):
+    with pytest.raises(ValueError, match="Fix"):
+        T.tokenize(tok, bad)
+    with pytest.raises(TypeError):
+        T.tokenize(tok, 42)
+    with pytest.raises(ValueError, match="UTF-8"):
+        T.tokenize(tok, "broken \ud83d emoji")
+
+
+def test_costs_same_meaning(tok):
+    cs = T.costs(tok, T.SAME_MEANING)
+    assert [c.name for c in cs] == list(T.SAME_MEANING)
+    en = cs[0]
+    assert en.n_tokens == T.tokenize(tok, T.SAME_MEANING["English"]).n_tokens
+    assert en.tokens_per_char == en.n_tokens / en.n_chars
+
+
+# ----------------------------------------------------------------------------- views
+def test_chips_one_per_token_with_ids_in_titles(tok):
+    t = T.tokenize(tok, "Hello, world!\nnext 什")
+    html = vt.chips_html(t)
+    assert html.count('class="il-chip"') == t.n_tokens
+    assert html.count("title=") == t.n_tokens
+    for p in t.pieces:
+        assert f"id {p.id}," in html
+    assert "<br>" in html and "⏎" in html  # the newline is visible and breaks the line
+    assert "e4 bb" not in html or "part of" in html
+
+
+def test_chips_cap(tok):
+    t = T.tokenize(tok, "a " * 50)
+    html = vt.chips_html(t, max_chips=10)
+    assert html.count('class="il-chip"') == 10 and "more tokens not drawn" in html
+    with pytest.raises(ValueError, match="tokenize"):
+        vt.chips_html(["not a piece"])
+
+
+def test_chips_display_object(tok):
+    out = vt.chips(T.tokenize(tok, "Hello"))
+    assert "tokens" in out.data and "il-chip" in out.data
+
+
+def test_merge_table_rows():
+    work = T.bpe_steps(" inference")
+    html = vt.merge_table_html(work)
+    assert html.count("<tr") == len(work.steps) + 3  # header, start, merges, end
+    assert f"rank {work.steps[-1].rank:,}" in html and "32278" in html
+    part = vt.merge_table_html(work, upto=2)
+    assert part.count("<tr") == 2 + 3 and "more merge" in part
+    assert vt.byte_map_html(work).count("<td") == len(work.utf8) + 1
+
+
+def test_cost_bars(tok):
+    cs = T.costs(tok, T.SAME_MEANING)
+    fig = vt.cost_bars(cs)
+    assert isinstance(fig, go.Figure) and len(fig.data) == 1
+    assert list(fig.data[0].x) == list(T.SAME_MEANING)
+    assert fig.layout.yaxis.title.text == "tokens per character"
+    assert "tokens" in fig.data[0].hovertext[0]
+    with pytest.raises(ValueError, match="metric"):
+        vt.cost_bars(cs, metric="nope")
+    with pytest.raises(ValueError):
+        vt.cost_bars([])
+
+
+# ----------------------------------------------------------------------------- widgets
+def test_token_box_messages(tok):
+    box = wt.token_box(tok)
+    pick, text, view = box.children
+    assert "il-chip" in view.value
+    text.value = ""
+    assert "empty" in view.value and "il-chip" not in view.value
+    text.value = "x" * 30_000
+    assert "at most" in view.value
+    pick.value = "Chinese"
+    assert text.value == T.EXAMPLES["Chinese"] and "part of" in view.value
+    text.value = "Hello, world!"
+    assert pick.value == "(your own text)" and view.value.count('class="il-chip"') == 4
+
+
+def test_bpe_stepper_steps():
+    st = wt.bpe_stepper(" inference")
+    (_, chunk), slider, view = st.children[0].children, st.children[1], st.children[2]
+    assert slider.max == len(T.bpe_steps(" inference").steps) and "more merge" in view.value
+    slider.value = slider.max
+    assert "no pair left" in view.value
+    st.children[0].children[0].value = "Hello world"
+    assert list(chunk.options) == ["Hello", "·world"]
+    st.children[0].children[0].value = ""
+    assert "Type a word" in view.value
