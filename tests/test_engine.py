@@ -123,6 +123,15 @@ def test_stop_token(model):
         assert trace.generated_ids[-1] == model.eos_id and "<|endoftext|>" not in trace.text
 
 
+def test_extra_stop_token_ids(model):
+    first = il.generate(model, PROMPT, 10).generated_ids
+    stop_id = first[3]
+    trace = il.generate(model, PROMPT, 10, stop_token_ids=[stop_id])
+    assert trace.stop_reason == "stop token" and trace.generated_ids == first[: first.index(stop_id) + 1]
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        il.generate(model, PROMPT, 3, stop_token_ids=[10**6])
+
+
 def test_hooks_removed_after_run_and_after_error(model):
     assert hooks.active_hook_count(model.hf) == 0
     il.generate(model, PROMPT, 3, record="all")

@@ -48,6 +48,14 @@ def test_temperature_zero_is_greedy_and_ignores_generator():
     assert stages["top_p"].tolist() == [0.0, 1.0, 0.0]
 
 
+def test_tiny_temperature_tends_to_greedy_without_nan():
+    x = torch.tensor([10.0, 80.0, 79.0])
+    for t in (1e-3, 1e-20, 1e-45):
+        probs = il.filter_logits(x, il.SamplingConfig(temperature=t)).softmax(-1)
+        assert not torch.isnan(probs).any() and int(il.sample(x, il.SamplingConfig(temperature=t, seed=0),
+                                                               il.SamplingConfig(seed=0).generator())) == 1
+
+
 def test_seeded_sampling_is_reproducible():
     x = torch.randn(500)
     cfg = il.SamplingConfig(temperature=1.0, seed=42)

@@ -10,6 +10,7 @@ The flat public API (everything else is importable by path, e.g. ``inferlab.viz.
     trace.latency                                  # TTFT, TPOT, E2E, ITL
 """
 
+from . import cost, timing  # noqa: F401 - il.cost and il.timing for notebooks
 from .cache import CacheSnapshot, KVCache
 from .engine import Stream, TokenEvent, decode_step, forward_full, generate, prefill, reference_generate, stream
 from .models import Model, ModelInfo, load

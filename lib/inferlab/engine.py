@@ -133,7 +133,8 @@ def _estimate_attention_bytes(model: Model, prompt_len: int, new_tokens: int) ->
 
 
 def _run(model: Model, prompt: str, max_new_tokens: int, config: SamplingConfig, stop: Sequence[str],
-         stop_at_eos: bool, use_cache: bool, record, max_attention_bytes: int) -> Iterator[TokenEvent]:
+         stop_at_eos: bool, use_cache: bool, record, max_attention_bytes: int,
+         stop_token_ids: Sequence[int] = ()) -> Iterator[TokenEvent]:
     """The loop itself, as a generator of ``TokenEvent``; its return value is the ``Trace``."""
     device = model.device
     t_req = clock(device)
@@ -155,7 +156,8 @@ def _run(model: Model, prompt: str, max_new_tokens: int, config: SamplingConfig,
                   tokenize_seconds=t_tok - t_req, recorded=kinds,
                   settings={"max_new_tokens": max_new_tokens, "temperature": config.temperature,
                             "top_k": config.top_k, "top_p": config.top_p, "seed": config.seed,
-                            "stop": list(stop), "stop_at_eos": stop_at_eos, "use_cache": use_cache},
+                            "stop": list(stop), "stop_at_eos": stop_at_eos, "use_cache": use_cache,
+                            "stop_token_ids": list(stop_token_ids)},
                   model={"name": model.info.name, "source": model.info.source,
                          "n_layer": model.info.n_layer, "n_head": model.info.n_head,
                          "d_model": model.info.d_model, "dtype": str(model.info.dtype), "device": str(device)})
@@ -211,7 +213,7 @@ def _run(model: Model, prompt: str, max_new_tokens: int, config: SamplingConfig,
             piece = "" if text.endswith("\ufffd") else text[len(emitted):]
             emitted += piece
             yield TokenEvent(index, token, piece, t_end, t_end - t_start)
-            if stop_at_eos and token == model.eos_id:
+            if (stop_at_eos and token == model.eos_id) or token in stop_token_ids:
                 trace.stop_reason = "stop token"
                 break
             hit = [s for s in stop if s and s in text]
@@ -240,7 +242,7 @@ class Stream:
 def stream(model: Model, prompt: str, max_new_tokens: int = 40, sampling: SamplingConfig | None = None, *,
            temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
            seed: int | None = None, stop: Sequence[str] = (), stop_at_eos: bool = True,
-           use_cache: bool = True, record=None,
+           stop_token_ids: Sequence[int] = (), use_cache: bool = True, record=None,
            max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES) -> Stream:
     """Like ``generate`` but yields each ``TokenEvent`` as soon as its id is on the host.
 
@@ -253,14 +255,19 @@ def stream(model: Model, prompt: str, max_new_tokens: int = 40, sampling: Sampli
     config = _sampling_from(sampling, temperature, top_k, top_p, seed)
     _check_prompt(model, prompt, max_new_tokens)
     parse_record(record)
+    stop_token_ids = tuple(int(t) for t in stop_token_ids)
+    bad = [t for t in stop_token_ids if not 0 <= t < model.info.vocab_size]
+    if bad:
+        raise bad_value("stop_token_ids", bad, f"token ids in [0, {model.info.vocab_size})",
+                        "use model.encode(text) to find a token's id")
     return Stream(_run(model, prompt, max_new_tokens, config, stop, stop_at_eos, use_cache, record,
-                       max_attention_bytes))
+                       max_attention_bytes, stop_token_ids))
 
 
 def generate(model: Model, prompt: str, max_new_tokens: int = 40, sampling: SamplingConfig | None = None, *,
              temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
              seed: int | None = None, stop: Sequence[str] = (), stop_at_eos: bool = True,
-             use_cache: bool = True, record=None,
+             stop_token_ids: Sequence[int] = (), use_cache: bool = True, record=None,
              max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES) -> Trace:
     """Prefill, then sample and decode until the stop token, a stop string or ``max_new_tokens``.
 
@@ -272,6 +279,7 @@ def generate(model: Model, prompt: str, max_new_tokens: int = 40, sampling: Samp
             With none of them the choice is greedy.
         stop: strings that end the generation (``Trace.text`` is cut before the stop string).
         stop_at_eos: stop at ``<|endoftext|>``.
+        stop_token_ids: more ids that end the generation like the stop token (chat models have several).
         use_cache: False recomputes the whole sequence each step (no KV cache).
         record: ``None``, ``"all"``, or names from ``("embeddings", "attention", "residual",
             "cache", "sampling")``. Attention switches to the eager kernel for this run (slower).
@@ -283,8 +291,8 @@ def generate(model: Model, prompt: str, max_new_tokens: int = 40, sampling: Samp
     >>> generate(m, "ROMEO.", max_new_tokens=8).text            # doctest: +SKIP
     """
     s = stream(model, prompt, max_new_tokens, sampling, temperature=temperature, top_k=top_k,
-               top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos, use_cache=use_cache,
-               record=record, max_attention_bytes=max_attention_bytes)
+               top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos, stop_token_ids=stop_token_ids,
+               use_cache=use_cache, record=record, max_attention_bytes=max_attention_bytes)
     for _ in s:
         pass
     return s.trace

@@ -26,7 +26,7 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type:
         raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}. "
-                        f"Fix: pass {kind}{' ' + fix if fix else ''}.")
+                        f"Fix: pass {kind}{'; ' + fix if fix else ''}.")
     lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
     hi = "" if high is None else f" {'<' if high_open else '<='} {high}"
     allowed = f"{lo}{name}{hi}" if (lo or hi) else f"a finite {kind[2:] if kind.startswith('a ') else kind}"

@@ -51,9 +51,16 @@ GREEDY = SamplingConfig(temperature=0.0)
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
-    """Divide the logits by the temperature (< 1 sharpens, > 1 flattens). 0 is handled as greedy elsewhere."""
+    """Divide the logits by the temperature (< 1 sharpens, > 1 flattens). 0 is handled as greedy elsewhere.
+
+    Below 0.01 the largest logit is subtracted first, so a tiny temperature tends to greedy instead of
+    overflowing to inf/NaN (the softmax is unchanged by the shift; above 0.01 we divide exactly as
+    Hugging Face does, so seeded samples stay identical to ``generate()``).
+    """
     if temperature in (0, 1.0):
         return logits
+    if temperature < 0.01:
+        return (logits - logits.max(dim=-1, keepdim=True).values) / temperature
     return logits / temperature
 
 
