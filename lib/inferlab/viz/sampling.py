@@ -1,0 +1,238 @@
+"""Figures for choosing the next token: candidates, the long tail, each filter's effect, many samples.
+
+All take plain data: a ``[vocab]`` probability vector, the dict returned by
+``inferlab.sampling.explain`` (one ``[vocab]`` vector per stage), or ``SettingResult``s from
+``inferlab.diversity``. Token text comes from ``decode``: a function of a list of ids (``m.decode``),
+or a list/dict mapping id -> text.
+
+>>> dists = explain(logits[0], SamplingConfig(temperature=0.8, top_k=40, top_p=0.9))   # doctest: +SKIP
+>>> stage_distributions(dists, m.decode)                                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from ..diversity import SettingResult, describe, ngrams
+from ..sampling import Stage
+from . import PALETTE, base_layout, require, show_token
+
+STAGE_NAMES = ("model", "temperature", "top_k", "top_p")
+STAGE_TITLES = {"model": "the model (softmax of the logits)", "temperature": "after temperature",
+                "top_k": "after top-k", "top_p": "after top-p (what is sampled from)"}
+Decode = Callable[[list[int]], str] | Sequence[str] | Mapping[int, str]
+
+
+def piece(decode: Decode, token_id: int) -> str:
+    """The text of one token id, from ``m.decode`` or a list/dict of pieces."""
+    return decode([token_id]) if callable(decode) else decode[token_id]
+
+
+def _label(decode: Decode, token_id: int) -> str:
+    return f"'{show_token(piece(decode, token_id))}' {token_id}"
+
+
+def _as_probs(probs, name: str = "probs") -> torch.Tensor:
+    p = torch.as_tensor(probs, dtype=torch.float64).detach().cpu()
+    require(p.dim() == 1 and p.numel() > 0,
+            f"{name} must be a 1-D [vocab] vector, got shape {tuple(p.shape)}. Fix: pass logits[0].softmax(-1).")
+    require(bool((p >= 0).all()) and abs(float(p.sum()) - 1.0) < 1e-3,
+            f"{name} must be probabilities (>= 0, summing to 1; sum is {float(p.sum()):.4g}). "
+            "Fix: apply .softmax(-1) to the logits first.")
+    return p
+
+
+def _entropy(p: torch.Tensor) -> float:
+    nz = p[p > 0]
+    return float(-(nz * nz.log()).sum())
+
+
+# ----------------------------------------------------------------------------- one distribution
+def top_candidates(probs, decode: Decode, k: int = 15, title: str = "The model's top candidates") -> go.Figure:
+    """Horizontal bars of the ``k`` most likely next tokens: visible token text + id, probability.
+
+    Args:
+        probs: ``[vocab]`` probabilities (softmax of one row of logits).
+        decode: ``m.decode`` or a list/dict id -> text.
+        k: how many candidates to draw.
+    """
+    p = _as_probs(probs)
+    top = torch.topk(p, min(k, p.numel()))
+    ids = [int(i) for i in top.indices]
+    vals = [float(v) for v in top.values]
+    cum = torch.cumsum(top.values, 0).tolist()
+    labels = [_label(decode, i) for i in ids]
+    hover = [f"token {piece(decode, i)!r}<br>id {i}<br>rank {r + 1}<br>p = {v:.4f}<br>top {r + 1} together: {c:.3f}"
+             for r, (i, v, c) in enumerate(zip(ids, vals, cum))]
+    fig = go.Figure(go.Bar(x=vals, y=labels, orientation="h", marker_color=PALETTE[0], hovertext=hover,
+                           hoverinfo="text", text=[f"{v:.3g}" for v in vals], textposition="outside"))
+    fig.update_yaxes(autorange="reversed", type="category")
+    fig.update_xaxes(tickformat=".2~g", range=[0, 1.15 * max(vals)])
+    return base_layout(fig, title, x="probability", y="token (text, id)", height=max(300, 28 * len(ids) + 120))
+
+
+def tail_curve(probs, ks: Sequence[int] = (10, 100, 1000), title: str = "How much probability the top candidates hold"
+               ) -> go.Figure:
+    """Cumulative probability of the top-r tokens against rank r (log axis), with the top 10/100/1000 marked."""
+    p = _as_probs(probs)
+    ordered = torch.sort(p, descending=True).values
+    cum = torch.cumsum(ordered, 0)
+    ranks = sorted({round(10 ** (e / 20)) for e in range(0, int(20 * math.log10(p.numel())) + 1)} | {p.numel()})
+    ranks = [r for r in ranks if r <= p.numel()]
+    fig = go.Figure(go.Scatter(x=ranks, y=[float(cum[r - 1]) for r in ranks], mode="lines",
+                               line={"color": PALETTE[0]}, name="top r together",
+                               hovertemplate="top %{x} tokens hold %{y:.4f}<extra></extra>"))
+    marks = [k for k in ks if k <= p.numel()]
+    fig.add_trace(go.Scatter(x=marks, y=[float(cum[k - 1]) for k in marks], mode="markers+text",
+                             marker={"color": PALETTE[1], "size": 10}, name="outside the top k",
+                             text=[f"outside top {k}: {1 - float(cum[k - 1]):.3f}" for k in marks],
+                             textposition="top center", hoverinfo="text"))
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(range=[0, 1.12])
+    return base_layout(fig, title, x="rank r (tokens sorted by probability, log scale)",
+                       y="probability of the top r tokens together", height=380)
+
+
+# ----------------------------------------------------------------------------- the stages
+def stages(dists: Mapping[str, torch.Tensor], top_n: int = 10) -> tuple[Stage, ...]:
+    """Per stage of ``explain``'s output: tokens still possible, mass removed (of the stage before), entropy."""
+    require(list(dists) == list(STAGE_NAMES),
+            f"dists must be the dict from inferlab.sampling.explain (keys {list(STAGE_NAMES)}), got keys "
+            f"{list(dists)}. Fix: dists = explain(logits[0], config).")
+    out, previous = [], None
+    for name, probs in dists.items():
+        p = _as_probs(probs, f"dists[{name!r}]")
+        top = torch.topk(p, min(top_n, p.numel()))
+        removed = 0.0 if previous is None else float(previous[(p == 0) & (previous > 0)].sum())
+        out.append(Stage(name, int((p > 0).sum()), removed, _entropy(p),
+                         tuple(int(i) for i in top.indices), tuple(float(v) for v in top.values)))
+        previous = p
+    return tuple(out)
+
+
+def stage_distributions(dists: Mapping[str, torch.Tensor], decode: Decode, k: int = 12,
+                        title: str = "The distribution after each stage") -> go.Figure:
+    """One row per stage (model -> temperature -> top-k -> top-p): the same ``k`` tokens in each row.
+
+    The tokens are the model's ``k`` most likely (no stage changes their order). A grey cross at 0
+    marks a token a filter removed. Each row's title gives tokens still possible, mass removed, entropy.
+    """
+    summary = stages(dists)
+    probs = {name: _as_probs(dists[name], f"dists[{name!r}]") for name in STAGE_NAMES}
+    model = probs["model"]
+    ids = [int(i) for i in torch.topk(model, min(k, model.numel())).indices]
+    labels = [_label(decode, i) for i in ids]
+    titles = [f"{STAGE_TITLES[s.name]}: {s.kept:,} tokens possible, removed {s.removed_mass:.3f} of the mass, "
+              f"entropy {s.entropy:.2f} nats" for s in summary]
+    fig = make_subplots(rows=len(summary), cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.07)
+    for row, (name, color) in enumerate(zip(STAGE_NAMES, PALETTE), start=1):
+        p = probs[name]
+        vals = [float(p[i]) for i in ids]
+        hover = [f"token {piece(decode, i)!r}<br>id {i}<br>{name}: p = {v:.4f}<br>model: p = {float(model[i]):.4f}"
+                 for i, v in zip(ids, vals)]
+        fig.add_trace(go.Bar(x=labels, y=vals, marker_color=color, name=name, hovertext=hover, hoverinfo="text",
+                             showlegend=False), row=row, col=1)
+        gone = [(lab, i) for lab, i, v in zip(labels, ids, vals) if v == 0 and float(model[i]) > 0]
+        if gone:
+            by = [next(s for s in STAGE_NAMES if float(probs[s][i]) == 0) for _, i in gone]
+            fig.add_trace(go.Scatter(x=[g[0] for g in gone], y=[0] * len(gone), mode="markers",
+                                     marker={"symbol": "x", "color": "#999", "size": 9}, name="removed",
+                                     hovertext=[f"{g[0]} removed by {b}" for g, b in zip(gone, by)],
+                                     hoverinfo="text", showlegend=False), row=row, col=1)
+        top = max(1e-9, float(p.max()))
+        fig.update_yaxes(title_text="p", tickformat=".2~g", range=[0, 1.05 * top], row=row, col=1)
+    fig.update_xaxes(type="category", tickangle=-45)
+    fig.update_xaxes(title_text=f"the model's {len(ids)} most likely tokens (text, id)", row=len(summary), col=1)
+    fig.update_annotations(font_size=12)
+    return base_layout(fig, title, height=190 * len(summary) + 160)
+
+
+def removed_mass(summary: Sequence[Stage], title: str = "What each filter took away") -> go.Figure:
+    """Left: probability mass each stage removed. Right: tokens still possible after each stage (log)."""
+    require(len(summary) > 0 and all(isinstance(s, Stage) for s in summary),
+            "summary must be a sequence of Stage (from viz.sampling.stages(dists) or SamplingStep.stages).")
+    names = [s.name for s in summary]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("probability mass removed", "tokens still possible"))
+    fig.add_trace(go.Bar(x=names, y=[s.removed_mass for s in summary], marker_color=PALETTE[3],
+                         text=[f"{s.removed_mass:.3f}" for s in summary], textposition="outside",
+                         hovertemplate="%{x}: removed %{y:.4f} of the mass<extra></extra>", showlegend=False), 1, 1)
+    fig.add_trace(go.Bar(x=names, y=[s.kept for s in summary], marker_color=PALETTE[0],
+                         text=[f"{s.kept:,}" for s in summary], textposition="outside",
+                         hovertemplate="after %{x}: %{y} tokens possible<extra></extra>", showlegend=False), 1, 2)
+    fig.update_yaxes(title_text="mass removed (of the stage before)", range=[0, 1.1], row=1, col=1)
+    fig.update_yaxes(title_text="tokens with p > 0 (log scale)", type="log", row=1, col=2)
+    fig.update_xaxes(title_text="stage")
+    return base_layout(fig, title, height=380)
+
+
+# ----------------------------------------------------------------------------- one text, many texts
+def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int = 16,
+                    title: str | None = None) -> go.Figure:
+    """One generated text as token chips; chips inside an ``n``-gram seen earlier in the text are coloured."""
+    require(len(ids) > 0, "ids is empty. Fix: pass trace.generated_ids of a run that made tokens.")
+    ids = [int(i) for i in ids]
+    in_repeat = [False] * len(ids)
+    seen: set[tuple[int, ...]] = set()
+    for start, g in enumerate(ngrams(ids, n)):
+        if g in seen:
+            in_repeat[start:start + n] = [True] * n
+        seen.add(g)
+    xs = [i % per_row for i in range(len(ids))]
+    ys = [i // per_row for i in range(len(ids))]
+    fig = go.Figure()
+    for flag, color, name in ((False, "#DDE6F0", "new"), (True, PALETTE[1], f"inside a repeated {n}-gram")):
+        sel = [i for i in range(len(ids)) if in_repeat[i] == flag]
+        fig.add_trace(go.Scatter(
+            x=[xs[i] for i in sel], y=[ys[i] for i in sel], mode="markers+text", name=name,
+            marker={"symbol": "square", "size": 34, "color": color},
+            text=[show_token(piece(decode, ids[i]))[:6] for i in sel], textfont={"size": 10},
+            hovertext=[f"#{i}: {piece(decode, ids[i])!r} (id {ids[i]})" for i in sel], hoverinfo="text"))
+    fig.update_yaxes(autorange="reversed", showticklabels=False, zeroline=False, showgrid=False)
+    fig.update_xaxes(showticklabels=False, zeroline=False, showgrid=False)
+    share = sum(in_repeat) / len(ids)
+    return base_layout(fig, title or f"Generated tokens in reading order ({share:.0%} inside a repeated {n}-gram)",
+                       x=f"tokens, {per_row} per row", height=60 * (max(ys) + 1) + 160)
+
+
+def samples_table(results: Sequence[SettingResult], max_chars: int = 160,
+                  title: str = "The same prompt, sampled several times per setting") -> go.Figure:
+    """A table: one column per setting, one row per sample (newlines shown as ⏎)."""
+    require(len(results) > 0, "results is empty. Fix: pass diversity.sample_many(...)'s output.")
+    rows = max(len(r.texts) for r in results)
+    seeds = next((r.seeds for r in results if not r.config.greedy), tuple(range(rows)))
+    cells = [[f"seed {sd}" for sd in seeds]]
+    for r in results:
+        cells.append([(t.replace("\n", "⏎ ")[:max_chars] + ("…" if len(t) > max_chars else "")) for t in r.texts])
+    header = ["sample"] + [f"{r.name}<br>({describe(r.config)})" if r.name != describe(r.config) else r.name
+                           for r in results]
+    title = f"{title}: {results[0].prompt[:60]!r} + {max(len(i) for i in results[0].ids)} tokens"
+    fig = go.Figure(go.Table(columnwidth=[1.4] + [4] * len(results),
+                             header={"values": header, "fill_color": "#DDE6F0", "align": "left"},
+                             cells={"values": cells, "align": "left", "font": {"size": 11}}))
+    return base_layout(fig, title, height=150 + 95 * rows)
+
+
+def variety_vs_likelihood(results: Sequence[SettingResult], n: int = 2,
+                          title: str = "Varied or likely: one point per setting") -> go.Figure:
+    """Scatter: x = mean log-probability per token under the model (nats), y = distinct-n across samples."""
+    require(len(results) > 0 and all(isinstance(r, SettingResult) for r in results),
+            "results must be a list of SettingResult. Fix: results = diversity.sample_many(m, prompt, settings).")
+    require(all(n in r.distinct for r in results),
+            f"distinct-{n} was not computed. Fix: sample_many(..., ns=(1, 2, 3)) includes n={n}.")
+    hover = [f"<b>{r.name}</b> ({describe(r.config)})<br>"
+             + "<br>".join(f"distinct-{k}: {v:.3f}" for k, v in r.distinct.items())
+             + f"<br>mean log-prob: {r.mean_logprob:.3f} nats/token<br>first sample: "
+             + r.texts[0].replace("\n", "⏎ ")[:80] for r in results]
+    fig = go.Figure()
+    for i, (r, h) in enumerate(zip(results, hover)):
+        fig.add_trace(go.Scatter(x=[r.mean_logprob], y=[r.distinct[n]], mode="markers", name=r.name,
+                                 hovertext=[h], hoverinfo="text",
+                                 marker={"size": 13, "color": PALETTE[i % len(PALETTE)]}))
+    fig.update_yaxes(range=[0, 1.08])
+    return base_layout(fig, title, x="mean log-probability per token under the model (nats; right = more likely)",
+                       y=f"distinct-{n} across samples (up = more varied)", height=420)

@@ -1,0 +1,145 @@
+"""The sampling playground: temperature, top-k and top-p together, on one real next-token distribution.
+
+The filters run in the library's order, which is Hugging Face ``generate()``'s: temperature -> top-k ->
+top-p (``inferlab.sampling.explain``). The widget holds the logits: changing a filter re-draws from them
+and never runs the model. Only a new prompt (when ``logits_for`` is given) runs the model, once per
+prompt (remembered).
+
+>>> logits, _ = il.prefill(m, m.encode("ROMEO."))           # doctest: +SKIP
+>>> playground(logits[0], m.decode)                          # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable
+
+import ipywidgets as w
+import torch
+from IPython.display import display
+
+from ..sampling import SamplingConfig, explain
+from ..viz import show_token
+from ..viz.sampling import STAGE_TITLES, Decode, piece, stage_distributions, stages
+from . import error_box, message
+
+
+def _removed_tokens(before: torch.Tensor, after: torch.Tensor, decode: Decode, show: int = 6) -> str:
+    """The most likely tokens a stage removed, as text (the rest counted)."""
+    gone = ((before > 0) & (after == 0)).nonzero().flatten()
+    if gone.numel() == 0:
+        return "none"
+    order = gone[torch.argsort(before[gone], descending=True)]
+    names = ", ".join(f"'{show_token(piece(decode, int(i)))}' ({int(i)})" for i in order[:show])
+    more = gone.numel() - min(show, gone.numel())
+    return names + (f" and {more:,} more" if more else "")
+
+
+def stage_report(dists: dict[str, torch.Tensor], decode: Decode) -> str:
+    """An HTML table: per stage, tokens still possible, mass removed, entropy, and which tokens went."""
+    rows = []
+    summary = stages(dists)
+    names = list(dists)
+    for i, s in enumerate(summary):
+        gone = "" if i == 0 else _removed_tokens(dists[names[i - 1]], dists[names[i]], decode)
+        rows.append(f"<tr><td>{html.escape(STAGE_TITLES[s.name])}</td><td>{s.kept:,}</td>"
+                    f"<td>{'' if i == 0 else f'{s.removed_mass:.4f}'}</td><td>{s.entropy:.3f}</td>"
+                    f"<td>{math.exp(s.entropy):,.1f}</td><td>{html.escape(gone)}</td></tr>")
+    head = ("<tr><th>stage</th><th>tokens possible</th><th>mass removed</th><th>entropy (nats)</th>"
+            "<th>e<sup>entropy</sup> (effective choices)</th><th>most likely tokens removed</th></tr>")
+    return ('<table style="font-family:sans-serif;font-size:13px;border-collapse:collapse" border="1" '
+            f'cellpadding="4">{head}{"".join(rows)}</table>')
+
+
+def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0, top_k: int = 0,
+               top_p: float = 1.0, k_shown: int = 12, prompt: str | None = None,
+               logits_for: Callable[[str], torch.Tensor] | None = None) -> w.VBox:
+    """Temperature, top-k and top-p on one ``[vocab]`` logits vector, each stage drawn and counted.
+
+    Args:
+        logits: ``[vocab]`` next-token logits (e.g. ``prefill(m, ids)[0][0]``).
+        decode: ``m.decode`` or a list/dict id -> text, for token labels.
+        temperature, top_k, top_p: the starting values (0 / 0 / 1.0 = greedy / off / off).
+        k_shown: how many of the most likely tokens to draw.
+        prompt, logits_for: with both, a prompt box appears; a new prompt calls ``logits_for(prompt)``
+            (e.g. ``lambda p: il.prefill(m, m.encode(p))[0][0]``) once and remembers the result.
+
+    Returns:
+        A ``VBox``; ``.children`` are the controls, the message line, the table and the figure output.
+        ``box.state`` exposes the current ``config``, ``dists`` and ``model_calls`` (for tests).
+    """
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
+        raise ValueError("logits must be a 1-D [vocab] tensor. Fix: pass logits[0] from il.prefill(m, ids).")
+    state = {"logits": logits.detach().float().cpu(), "config": None, "dists": None, "model_calls": 0,
+             "cache": {} if prompt is None else {prompt: logits.detach().float().cpu()}}
+    style = {"description_width": "initial"}
+    t_box = w.FloatText(value=temperature, description="temperature", step=0.1, style=style,
+                        layout=w.Layout(width="190px"))
+    k_box = w.IntText(value=top_k, description="top-k (0 = off)", style=style, layout=w.Layout(width="190px"))
+    p_box = w.FloatText(value=top_p, description="top-p (1 = off)", step=0.05, style=style,
+                        layout=w.Layout(width="190px"))
+    controls = [t_box, k_box, p_box]
+    prompt_box = None
+    if logits_for is not None:
+        # A text area, not a one-line box: prompts may hold newlines (a speaker's name, then the line).
+        prompt_box = w.Textarea(value=prompt or "", description="prompt (click outside to apply)", rows=2,
+                                continuous_update=False, style=style, layout=w.Layout(width="520px"))
+    note = w.HTML(value=message("Temperature 0 = greedy (only the most likely token). "
+                                "Filters run in this order: temperature -> top-k -> top-p.", "info"))
+    errors = error_box()
+    table = w.HTML()
+    out = w.Output()
+
+    def redraw(_=None) -> None:
+        try:
+            config = SamplingConfig(temperature=float(t_box.value), top_k=int(k_box.value), top_p=float(p_box.value))
+        except (TypeError, ValueError) as exc:
+            errors.value = message(str(exc))
+            return
+        dists = explain(state["logits"], config)
+        if any(bool(torch.isnan(p).any()) for p in dists.values()):
+            errors.value = message(f"temperature={config.temperature!r} is too small for float32 arithmetic "
+                                   "(logits / temperature overflow to infinity). Fix: use 0 for greedy, "
+                                   "or a temperature of at least 1e-3.")
+            return
+        errors.value = ""
+        state.update(config=config, dists=dists)
+        table.value = stage_report(dists, decode)
+        fig = stage_distributions(dists, decode, k=k_shown, title=f"After each stage ({_describe(config)})")
+        out.clear_output(wait=True)
+        with out:
+            display(fig)
+
+    def new_prompt(change) -> None:
+        text = change["new"]
+        if not text:
+            errors.value = message("The prompt is empty: type at least one character.")
+            return
+        if text not in state["cache"]:
+            try:
+                state["cache"][text] = logits_for(text).detach().float().cpu().reshape(-1)
+                state["model_calls"] += 1
+            except Exception as exc:  # a readable line in the widget, never a traceback
+                errors.value = message(f"Could not run the model on this prompt: {exc}")
+                return
+        state["logits"] = state["cache"][text]
+        redraw()
+
+    for box in controls:
+        box.observe(redraw, names="value")
+    if prompt_box is not None:
+        prompt_box.observe(new_prompt, names="value")
+    redraw()
+    rows = ([prompt_box] if prompt_box is not None else []) + [w.HBox(controls), note, errors, table, out]
+    box = w.VBox(rows)
+    box.state = state  # type: ignore[attr-defined]
+    box.controls = {"temperature": t_box, "top_k": k_box, "top_p": p_box, "prompt": prompt_box}  # type: ignore
+    box.errors = errors  # type: ignore[attr-defined]
+    return box
+
+
+def _describe(config: SamplingConfig) -> str:
+    if config.greedy:
+        return "temperature 0 = greedy"
+    return f"temperature {config.temperature:g}, top-k {config.top_k or 'off'}, top-p {config.top_p:g}"

@@ -1,0 +1,103 @@
+"""Streaming as the user sees it: tokens printed as they arrive, with a running TTFT and TPOT readout.
+
+    view = streaming_view(m, "To be, or not", max_new_tokens=40)   # runs once, then "Run again"
+    view.trace.latency                                             # the last run's numbers
+
+It uses ``inferlab.stream``; each ``TokenEvent`` updates the widget the moment its id is on the host.
+Outside a live kernel (nbval, an HTML export) it simply runs once and shows the final state.
+"""
+
+from __future__ import annotations
+
+import html
+
+import ipywidgets as w
+
+from ..engine import stream
+from ..models import Model
+from . import error_box, message
+
+_BOX = ("font-family:monospace;white-space:pre-wrap;border:1px solid #ddd;border-radius:4px;"
+        "padding:8px;min-height:3em;max-height:16em;overflow-y:auto")
+
+
+def _readout(n: int, ttft: float | None, t_last: float | None, done: bool, stop: str = "") -> str:
+    """One line: TTFT, running TPOT = (t_last - TTFT) / (n - 1), tokens so far."""
+    if ttft is None:
+        return '<span style="color:#555">waiting for the first token ...</span>'
+    tpot = (t_last - ttft) / (n - 1) if n > 1 else None
+    parts = [f"<b>TTFT</b> {ttft * 1e3:.1f} ms",
+             f"<b>TPOT</b> {tpot * 1e3:.2f} ms ({1 / tpot:.0f} tokens/s)" if tpot else "<b>TPOT</b> (needs 2 tokens)",
+             f"<b>N</b> {n}", f"<b>E2E</b> {t_last * 1e3:.1f} ms"]
+    state = f"done ({html.escape(stop)})" if done else "streaming ..."
+    return " · ".join(parts) + f' · <span style="color:#555">{state}</span>'
+
+
+class StreamingView(w.VBox):
+    """A prompt box, a token slider, a "Run again" button, the streamed text and a live readout.
+
+    ``trace`` holds the last completed run's ``Trace`` (None until one finished).
+    """
+
+    def __init__(self, model: Model, prompt: str, max_new_tokens: int, stop_at_eos: bool, sampling: dict) -> None:
+        self.model, self.sampling, self.stop_at_eos = model, sampling, stop_at_eos
+        self.trace = None
+        self.prompt_box = w.Textarea(value=prompt, description="prompt", layout=w.Layout(width="95%"))
+        self.tokens = w.IntSlider(value=max(1, min(max_new_tokens, model.info.n_ctx - 1)), min=1,
+                                  max=max(1, min(512, model.info.n_ctx - 1)), description="new tokens",
+                                  continuous_update=False)
+        self.button = w.Button(description="Run again", icon="play", button_style="primary")
+        self.text = w.HTML(value=f'<div style="{_BOX}"></div>')
+        self.readout = w.HTML()
+        self.error = error_box()
+        self.button.on_click(lambda _: self.run())
+        super().__init__([self.prompt_box, w.HBox([self.tokens, self.button]), self.error, self.text, self.readout])
+
+    def _show(self, prompt: str, answer: str) -> None:
+        self.text.value = (f'<div style="{_BOX}"><span style="color:#888">{html.escape(prompt)}</span>'
+                           f"<b>{html.escape(answer)}</b></div>")
+
+    def run(self) -> None:
+        """Stream one answer for the current prompt and slider value, updating the widget per token."""
+        self.error.value = ""
+        prompt = self.prompt_box.value
+        self.button.disabled = True
+        try:
+            s = stream(self.model, prompt, self.tokens.value, stop_at_eos=self.stop_at_eos, **self.sampling)
+            answer, ttft = "", None
+            self._show(prompt, answer)
+            self.readout.value = _readout(0, None, None, False)
+            for ev in s:
+                ttft = ev.t if ttft is None else ttft
+                answer += ev.text
+                self._show(prompt, answer)
+                self.readout.value = _readout(ev.index + 1, ttft, ev.t, False)
+            self.trace = s.trace
+            lat = s.trace.latency
+            self.readout.value = _readout(lat.n_tokens, lat.ttft, lat.e2e, True, s.trace.stop_reason)
+        except (ValueError, TypeError) as exc:  # bad prompt or settings: say so in the widget
+            self.error.value = message(str(exc))
+        finally:
+            self.button.disabled = False
+
+
+def streaming_view(model: Model, prompt: str = "To be, or not to be", max_new_tokens: int = 40, *,
+                   stop_at_eos: bool = True, run: bool = True, **sampling) -> StreamingView:
+    """A live view of one streamed answer with a running TTFT/TPOT readout and a "Run again" button.
+
+    Args:
+        model: from ``inferlab.load()``.
+        prompt: the starting text (the learner can edit it in the widget).
+        max_new_tokens: the slider's starting value.
+        stop_at_eos: stop at ``<|endoftext|>``.
+        run: stream once right away (so a static export shows a finished answer).
+        **sampling: ``temperature``, ``top_k``, ``top_p``, ``seed`` (as for ``il.generate``); greedy if none.
+
+    Example:
+        >>> view = streaming_view(m, "ROMEO.", max_new_tokens=30, temperature=0.8, seed=0)  # doctest: +SKIP
+        >>> view                                                                             # doctest: +SKIP
+    """
+    view = StreamingView(model, prompt, max_new_tokens, stop_at_eos, sampling)
+    if run:
+        view.run()
+    return view

@@ -1,0 +1,228 @@
+"""TTFT/TPOT measurement (inferlab.latency), its figures (viz.latency) and the streaming widget."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+import inferlab as il
+from inferlab import latency as L
+from inferlab.cost import PUBLISHED_SHAPES, MachineProfile
+from inferlab.timing import Latency
+from inferlab.viz import latency as V
+from inferlab.widgets.streaming import streaming_view
+
+PROMPT = "To be, or not to be"
+
+
+@pytest.fixture(scope="module")
+def measured(model) -> L.Measurement:
+    return L.measure(model, PROMPT, 5, repeats=3, warmup=1)
+
+
+def fake_measurement(trace, ttfts=(0.010, 0.012, 0.011), tpot=0.002, n=5) -> L.Measurement:
+    """Made-up runs with known numbers (no timing noise)."""
+    runs = tuple(Latency.from_times(0.0, [t + i * tpot for i in range(n)]) for t in ttfts)
+    return L.Measurement(PROMPT, 6, runs, (), trace, {})
+
+
+# ----------------------------------------------------------------------------- definitions
+def test_definitions_on_made_up_timestamps():
+    lat = Latency.from_times(1.0, [1.25, 1.30, 1.34, 1.40, 1.45])
+    assert lat.ttft == pytest.approx(0.25) and lat.e2e == pytest.approx(0.45)
+    assert lat.tpot == pytest.approx(0.05)  # (0.45 - 0.25) / 4: the first token is excluded
+    assert lat.itl == pytest.approx((0.05, 0.04, 0.06, 0.05))
+    assert lat.llmperf_per_token == pytest.approx(0.09)  # E2E / N, a different number
+    assert L.token_times(lat) == pytest.approx([0.25, 0.30, 0.34, 0.40, 0.45])
+
+
+def test_summary_markdown_converts_to_ms():
+    text = L.summary_markdown({"TTFT": il.summarize([0.001, 0.002, 0.003])})
+    assert "| TTFT | 3 | 2.00 | 2.00 |" in text
+
+
+# ----------------------------------------------------------------------------- measure
+def test_measure_counts_runs_and_tokens(measured):
+    assert len(measured.runs) == 3 and len(measured.warmup_runs) == 1
+    assert all(r.n_tokens == 5 for r in measured.runs)  # EOS ignored: every run makes exactly N
+    assert measured.prompt_tokens == len(il.load("bundled", verbose=False).encode(PROMPT))
+    assert measured.trace.latency == measured.runs[-1]
+
+
+def test_identity_holds_on_measured_numbers(measured):
+    assert measured.identity_gap < 1e-12
+    for r in measured.runs:
+        assert math.isclose(r.e2e, r.ttft + (r.n_tokens - 1) * r.tpot, rel_tol=1e-12)
+
+
+def test_summaries_are_ordered(measured):
+    for s in (measured.ttft, measured.tpot, measured.e2e, measured.itl):
+        assert s.min <= s.median <= s.p90 <= s.p99 <= s.max
+    assert measured.itl.n == 3 * 4
+    assert "| TPOT |" in measured.markdown() and "ms" in repr(measured)
+
+
+def test_measure_rejects_bad_settings(model):
+    with pytest.raises(ValueError, match="repeats"):
+        L.measure(model, PROMPT, 2, repeats=0)
+    with pytest.raises(ValueError, match="prompt"):
+        L.measure(model, "", 2)
+
+
+def test_tpot_needs_two_tokens(model):
+    one = L.measure(model, PROMPT, 1, repeats=1, warmup=0)
+    with pytest.raises(ValueError, match="max_new_tokens >= 2"):
+        _ = one.tpot
+    assert "TPOT" not in one.markdown()
+
+
+# ----------------------------------------------------------------------------- sweeps
+def test_prompt_of_length_is_close(model):
+    for n in (1, 17, 100):
+        assert abs(len(model.encode(L.prompt_of_length(model, n))) - n) <= 2
+    with pytest.raises(ValueError, match="n_tokens"):
+        L.prompt_of_length(model, model.info.n_ctx)
+
+
+def test_ttft_sweep_reports_real_lengths(model):
+    s = L.ttft_sweep(model, [4, 40], repeats=2, warmup=0)
+    assert len(s.xs) == 2 and s.xs[0] < s.xs[1] and all(len(v) == 2 for v in s.values)
+    assert all(v > 0 for vals in s.values for v in vals)
+
+
+def test_tpot_sweep_bins_every_gap(model):
+    s = L.tpot_sweep(model, PROMPT, 9, bin_size=3, repeats=2, warmup=0)
+    n_prompt = len(model.encode(PROMPT))
+    assert s.xs == (n_prompt + 1, n_prompt + 4, n_prompt + 7)
+    assert sum(len(v) for v in s.values) == 2 * 8  # repeats x (N - 1) gaps
+
+
+def test_thinking_delays_the_first_visible_token(model):
+    points = L.thinking_sweep(model, PROMPT, (0, 4), answer_tokens=2, repeats=2, warmup=0)
+    assert points[0].first_visible == points[0].first_token  # no thinking: TTFT is the visible TTFT
+    assert all(v > f for v, f in zip(points[1].first_visible, points[1].first_token))
+
+
+def test_split_thinking(short_trace):
+    hidden, visible, lat = L.split_thinking(short_trace, 2)
+    assert hidden + visible == "".join(short_trace.generated_pieces)
+    assert lat.ttft == short_trace.token_times[2] and lat.n_tokens == len(short_trace.token_times) - 2
+    with pytest.raises(ValueError, match="budget"):
+        L.split_thinking(short_trace, 99)
+
+
+def test_batch_sweep_counts_steps(model):
+    points = L.batch_sweep(model, PROMPT, (1, 3), new_tokens=3, repeats=2)
+    assert [p.batch for p in points] == [1, 3]
+    assert all(p.step.n == 6 and p.prefill.n == 2 for p in points)
+    assert points[1].tokens_per_second == pytest.approx(3 / points[1].step.median)
+
+
+def test_load_variant_and_compare(model):
+    bf16, why = L.load_variant(model, dtype="bfloat16")
+    assert bf16 is not None and str(bf16.info.dtype) == "torch.bfloat16", why
+    res = L.compare({"fp32": model, "bf16": bf16}, PROMPT, 3, repeats=2, warmup=0)
+    assert list(res) == ["fp32", "bf16"] and all(len(r.runs) == 2 for r in res.values())
+    assert res["bf16"].settings["dtype"] == "bfloat16"
+
+
+def test_load_variant_reports_what_is_missing(model):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present")
+    none, why = L.load_variant(model, device="cuda")
+    assert none is None and "cuda" in why
+
+
+def test_predictions_are_floors_plus_overhead(model, short_trace):
+    machine = MachineProfile("cpu", "float32", bytes_per_s=20e9, flops_per_s=100e9, copy_mb=1, matmul_n=1)
+    meas = fake_measurement(short_trace)
+    shapes = {k: v for k, v in PUBLISHED_SHAPES.items() if k.startswith("gpt2")}
+    preds = L.predict_sizes(meas, model, machine, shapes)
+    assert preds[0].measured and preds[0].tpot_s == pytest.approx(0.002)
+    assert [p.name for p in preds[1:]] == list(shapes) and not any(p.measured for p in preds[1:])
+    assert all(p.tpot_s >= p.tpot_floor_s and p.ttft_s >= p.ttft_floor_s for p in preds)
+    per_layer = (preds[0].tpot_s - preds[0].tpot_floor_s) / model.info.n_layer  # measured overhead per layer
+    assert preds[1].tpot_s == pytest.approx(preds[1].tpot_floor_s + per_layer * shapes["gpt2"].n_layer)
+    tpots = [p.tpot_s for p in preds[1:]]
+    assert tpots == sorted(tpots)  # bigger model, slower step
+    assert preds[1].tpot_bound == "memory"  # decode at batch 1 is memory-bound
+    assert "PREDICTED" in repr(preds[1])
+    real = {"gpt2": fake_measurement(short_trace, tpot=0.03)}
+    again = L.predict_sizes(meas, model, machine, shapes, also_measured=real)
+    assert again[1].measured and again[1].tpot_s == pytest.approx(0.03) and not again[2].measured
+
+
+def test_cached_model_never_downloads(model, monkeypatch):
+    monkeypatch.setattr(L._hf, "hub_cached", lambda name: False)
+    assert L.cached_model("gpt2", model) is None
+
+
+# ----------------------------------------------------------------------------- figures
+def test_timeline_content(short_trace):
+    fig = V.timeline(short_trace)
+    names = [t.name for t in fig.data]
+    assert names == ["tokenize", "prefill", "decode", "token id on the host"]
+    assert len(fig.data[2].x) == len(short_trace.steps) - 1
+    assert any(str(short_trace.generated_ids[1]) in str(c) for c in fig.data[2].customdata)
+    texts = " ".join(a.text for a in fig.layout.annotations)
+    assert "TTFT" in texts and "E2E" in texts and "TPOT" in texts
+    assert fig.layout.xaxis.title.text == "time since the request (ms)"
+    assert len(V.timeline(short_trace, max_tokens=2).data[2].x) == 1
+    with pytest.raises(ValueError, match="Fix"):
+        V.timeline(il.Trace(prompt="x", prompt_ids=[1], prompt_pieces=["x"]))
+
+
+def test_sweep_figures():
+    s = L.Sweep("TTFT", "prompt length (tokens)", (8, 64), ((0.01, 0.012), (0.02, 0.03)))
+    box = V.sweep(s)
+    assert [t.type for t in box.data] == ["box", "box", "scatter"]
+    assert list(box.data[-1].y) == pytest.approx([11.0, 25.0])  # medians in ms
+    band = V.sweep(s, style="band")
+    assert [t.name for t in band.data] == ["min to max of repeats", "p90", "median"]
+    assert band.layout.yaxis.title.text == "TTFT (ms)"
+    with pytest.raises(ValueError, match="style"):
+        V.sweep(s, style="violin")
+
+
+def test_warmup_compare_batch_figures(short_trace):
+    meas = fake_measurement(short_trace)
+    fig = V.warmup(meas.runs)
+    assert fig.data[0].x[0] == "call 1 (cold)" and len(fig.data) == 2
+    fig = V.compare({"a": meas, "b": meas})
+    assert len(fig.data) == 2 and list(fig.data[1].x) == ["a", "b"]
+    bp = L.BatchPoint(4, il.summarize([0.01]), il.summarize([0.002, 0.002]))
+    fig = V.batch([bp])
+    assert fig.data[0].y[0] == pytest.approx(2000) and fig.data[1].y[0] == pytest.approx(2.0)
+
+
+def test_model_size_and_thinking_figures(model, short_trace):
+    machine = MachineProfile("cpu", "float32", 20e9, 100e9, 1, 1)
+    preds = L.predict_sizes(fake_measurement(short_trace), model, machine, {"gpt2": PUBLISHED_SHAPES["gpt2"]})
+    fig = V.model_sizes(preds)
+    assert any("PREDICTED" in (t.name or "") for t in fig.data)
+    assert fig.layout.yaxis.type == "log"
+    pts = [L.ThinkingPoint(0, (0.01,), (0.01,), (0.002,)), L.ThinkingPoint(10, (0.01,), (0.03,), (0.002,))]
+    fig = V.thinking(pts)
+    assert list(fig.data[-1].y) == pytest.approx([10.0, 30.0])  # TTFT + budget x TPOT, in ms
+
+
+# ----------------------------------------------------------------------------- widget
+def test_streaming_view_runs_and_reads_out(model):
+    view = streaming_view(model, PROMPT, max_new_tokens=4, stop_at_eos=False)
+    assert view.trace is not None and len(view.trace.generated_ids) == 4
+    assert "TTFT" in view.readout.value and "done" in view.readout.value
+    assert "To be, or not to be" in view.text.value and view.error.value == ""
+    first = view.trace
+    view.tokens.value = 2
+    view.button.click()
+    assert view.trace is not first and len(view.trace.generated_ids) == 2
+
+
+def test_streaming_view_shows_bad_input_as_a_message(model):
+    view = streaming_view(model, "", max_new_tokens=3)
+    assert view.trace is None and "prompt" in view.error.value
+    view = streaming_view(model, PROMPT, max_new_tokens=3, temperature=-1)
+    assert "temperature" in view.error.value

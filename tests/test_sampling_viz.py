@@ -1,0 +1,183 @@
+"""Notebook 06's library: variety/likelihood measures, sampling figures and the playground widget."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+import inferlab as il
+from inferlab import diversity as dv
+from inferlab.sampling import explain, sample_with_steps
+from inferlab.viz import sampling as vs
+from inferlab.widgets import sampling as ws
+
+PIECES = [f"t{i}" for i in range(8)] + [" space", "\n"]  # a 10-token toy vocabulary
+
+
+def toy_logits() -> torch.Tensor:
+    return torch.tensor([4.0, 3.0, 2.5, 2.0, 1.0, 0.5, 0.0, -1.0, -2.0, -3.0])
+
+
+# ----------------------------------------------------------------------------- diversity
+def test_distinct_n_counts_over_all_samples():
+    assert dv.distinct_n([[1, 2, 3], [1, 2, 4]], n=2) == 0.75
+    assert dv.distinct_n([[1, 2, 3]] * 4, n=1) == 3 / 12  # the same text 4 times: 1/4
+    assert dv.distinct_n([[1]], n=2) == 0.0
+    with pytest.raises(ValueError, match="n=0"):
+        dv.distinct_n([[1, 2]], n=0)
+
+
+def test_repetition_finds_loops():
+    r = dv.repetition([7, 8, 9] * 3, n=3)
+    assert (r.total, r.repeated, r.longest_loop) == (7, 4, 6)
+    assert dv.repetition([1, 2, 3, 4, 5], n=2).repeated == 0
+    assert dv.repetition([1, 2, 3, 4, 5], n=2).longest_loop == 0
+
+
+def test_tail_mass_matches_sorted_sum():
+    p = torch.randn(5000, generator=torch.Generator().manual_seed(0)).softmax(-1)
+    tm = dv.tail_mass(p, ks=(10, 100))
+    ordered = p.double().sort(descending=True).values
+    assert tm.outside[0] == pytest.approx(float(ordered[10:].sum()), abs=1e-12)
+    assert tm.outside[0] == pytest.approx(1 - float(ordered[:10].sum()), abs=1e-6)
+    assert tm.outside[1] < tm.outside[0]
+    with pytest.raises(ValueError, match="1-D"):
+        dv.tail_mass(p.reshape(50, 100))
+
+
+def test_sample_many_seeds_and_logprob_match_a_reference(model):
+    settings = {"greedy": il.GREEDY, "T=1": il.SamplingConfig(1.0, top_k=50)}
+    res = dv.sample_many(model, "ROMEO.", settings, n_samples=2, max_new_tokens=5, first_seed=3)
+    greedy, t1 = res
+    assert greedy.texts[0] == greedy.texts[1] and greedy.seeds == (None, None)
+    assert t1.seeds == (3, 4)
+    again = il.generate(model, "ROMEO.", 5, il.SamplingConfig(1.0, top_k=50, seed=4), stop_at_eos=False)
+    assert list(t1.ids[1]) == again.generated_ids
+    # Mean log-probability: the same numbers the sampler records step by step (cached decode).
+    total = []
+    for seed in t1.seeds:
+        run = il.generate(model, "ROMEO.", 5, il.SamplingConfig(1.0, top_k=50, seed=seed), stop_at_eos=False,
+                          record="sampling")
+        total += [s.sampling.logprob_model for s in run.steps]
+    assert t1.mean_logprob == pytest.approx(sum(total) / len(total), abs=1e-4)
+    assert dv.token_logprobs(model, model.encode("ROMEO."), [t1.ids[0], t1.ids[0][:2]])[1] == pytest.approx(
+        dv.token_logprobs(model, model.encode("ROMEO."), [t1.ids[0]])[0][:2], abs=1e-4)
+    assert set(t1.distinct) == {1, 2, 3} and "T=1" in repr(t1)
+
+
+# ----------------------------------------------------------------------------- figures
+def test_top_candidates_shows_text_and_ids():
+    fig = vs.top_candidates(toy_logits().softmax(-1), PIECES, k=4)
+    bar = fig.data[0]
+    assert len(bar.y) == 4 and bar.y[0] == "'t0' 0"
+    assert "id 0" in bar.hovertext[0]
+    assert fig.layout.xaxis.title.text == "probability"
+    spaced = vs.top_candidates(torch.tensor([0.0] * 8 + [0.7, 0.3]), PIECES, k=2)
+    assert spaced.data[0].y == ("'·space' 8", "'⏎' 9")
+    with pytest.raises(ValueError, match="softmax"):
+        vs.top_candidates(toy_logits(), PIECES)
+
+
+def test_stages_agree_with_sample_with_steps():
+    cfg = il.SamplingConfig(temperature=0.7, top_k=5, top_p=0.8)
+    ours = vs.stages(explain(toy_logits(), cfg))
+    ref = sample_with_steps(toy_logits(), cfg, torch.Generator().manual_seed(0)).stages
+    assert [(s.name, s.kept) for s in ours] == [(s.name, s.kept) for s in ref]
+    for a, b in zip(ours, ref):
+        assert a.removed_mass == pytest.approx(b.removed_mass, abs=1e-6)
+        assert a.entropy == pytest.approx(b.entropy, abs=1e-5)
+
+
+def test_stage_distributions_marks_removed_tokens():
+    dists = explain(toy_logits(), il.SamplingConfig(temperature=1.0, top_k=3))
+    fig = vs.stage_distributions(dists, PIECES, k=6)
+    bars = [t for t in fig.data if t.type == "bar"]
+    removed = [t for t in fig.data if t.type == "scatter"]
+    assert len(bars) == 4 and all(len(b.x) == 6 for b in bars)
+    assert [len(r.x) for r in removed] == [3, 3]  # top-k 3 removed 3 of the 6 shown; still gone after top-p
+    assert all("removed by top_k" in h for r in removed for h in r.hovertext)
+    assert "3 tokens possible" in fig.layout.annotations[2].text
+    with pytest.raises(ValueError, match="explain"):
+        vs.stage_distributions({"model": dists["model"]}, PIECES)
+
+
+def test_removed_mass_figure_values():
+    summary = vs.stages(explain(toy_logits(), il.SamplingConfig(top_k=2)))
+    fig = vs.removed_mass(summary)
+    assert list(fig.data[1].y) == [10, 10, 2, 2]
+    p = toy_logits().softmax(-1)
+    assert fig.data[0].y[2] == pytest.approx(float(p[2:].sum()), abs=1e-6)
+    assert "mass removed" in fig.layout.yaxis.title.text
+
+
+def test_tail_curve_and_repeated_tokens():
+    fig = vs.tail_curve(toy_logits().softmax(-1), ks=(1, 5))
+    assert fig.layout.xaxis.type == "log" and len(fig.data[1].x) == 2
+    chips = vs.repeated_tokens([1, 2, 3, 1, 2, 3, 4], PIECES, n=2)
+    repeated = next(t for t in chips.data if "repeated" in t.name)
+    assert len(repeated.x) == 3  # positions 3, 4, 5 copy (1, 2) and (2, 3)
+    assert any("id 4" in h for t in chips.data for h in t.hovertext)
+
+
+def _result(name, cfg, texts, lp):
+    ids = tuple(tuple(range(i, i + 4)) for i in range(len(texts)))
+    return dv.SettingResult(name, cfg, "p", (0, 1), tuple(texts), ids, ("max_new_tokens",) * 2,
+                            {2: dv.distinct_n(ids, 2)}, lp)
+
+
+def test_variety_scatter_and_table():
+    res = [_result("greedy", il.GREEDY, ["a", "a"], -1.0), _result("hot", il.SamplingConfig(2.0), ["b\nc", "d"], -3.0)]
+    fig = vs.variety_vs_likelihood(res)
+    assert [t.name for t in fig.data] == ["greedy", "hot"]
+    assert fig.data[1].x[0] == -3.0 and "distinct-2" in fig.layout.yaxis.title.text
+    assert "log-probability" in fig.layout.xaxis.title.text
+    table = vs.samples_table(res)
+    assert len(table.data[0].cells.values) == 3 and table.data[0].cells.values[2][0] == "b⏎ c"
+    with pytest.raises(ValueError, match="distinct-3"):
+        vs.variety_vs_likelihood(res, n=3)
+
+
+# ----------------------------------------------------------------------------- the playground
+def test_playground_reuses_logits_and_reports_bad_values():
+    calls = []
+
+    def logits_for(prompt):
+        calls.append(prompt)
+        return toy_logits().flip(0)
+
+    box = ws.playground(toy_logits(), PIECES, temperature=1.0, top_k=0, top_p=1.0, prompt="a", logits_for=logits_for)
+    ctl = box.controls
+    assert box.state["dists"]["top_p"].gt(0).sum() == 10
+    ctl["top_k"].value = 3
+    ctl["top_p"].value = 0.5
+    assert calls == [] and box.state["config"] == il.SamplingConfig(1.0, 3, 0.5)
+    assert int(box.state["dists"]["top_p"].gt(0).sum()) == 1
+    ctl["top_p"].value = 1.5  # refused: readable message, last good state kept
+    assert "top_p=1.5" in box.errors.value and "Fix" in box.errors.value
+    assert box.state["config"].top_p == 0.5
+    ctl["top_p"].value = 1.0
+    assert box.errors.value == ""
+    ctl["temperature"].value = 0.0  # greedy: one token left whatever the filters
+    assert int(box.state["dists"]["top_p"].gt(0).sum()) == 1
+    ctl["temperature"].value = 1e-45
+    assert "too small" in box.errors.value
+    ctl["prompt"].value = "b"
+    ctl["prompt"].value = "a"
+    ctl["prompt"].value = "b"
+    assert calls == ["b"] and box.state["model_calls"] == 1  # remembered per prompt
+    ctl["temperature"].value = 1.0
+    ctl["top_k"].value = 0
+    assert box.errors.value == "" and calls == ["b"]
+    assert torch.equal(box.state["logits"], toy_logits().flip(0))
+    assert int(box.state["dists"]["top_p"].argmax()) == 9
+
+
+def test_playground_refuses_batched_logits():
+    with pytest.raises(ValueError, match="1-D"):
+        ws.playground(toy_logits().unsqueeze(0), PIECES)
+
+
+def test_stage_report_lists_removed_tokens():
+    dists = explain(toy_logits(), il.SamplingConfig(top_k=8))
+    report = ws.stage_report(dists, PIECES)
+    assert "·space" in report and "(8)" in report
