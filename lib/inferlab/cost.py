@@ -2,6 +2,7 @@
 
 Counting (REFERENCE.md; GPT-2, one sequence):
     FLOPs per token  ~ 2 x (non-embedding params + LM head params) + 4 x n_layer x d_model x context
+    (prefill runs the LM head for the last prompt position only: that is the one next token it needs)
     KV bytes / token = 2 (K and V) x n_layer x n_head x head_dim x bytes_per_element
     decode step bytes ~ all weights + the KV cache read      (weights are read once per step)
     prefill bytes     ~ all weights + the KV cache written    (each weight is reused S times)
@@ -128,12 +129,16 @@ def _floors(job, tokens, flops, nbytes, machine) -> Cost:
 
 
 def prefill_cost(shape: Shape, prompt_len: int, batch: int = 1, machine: MachineProfile | None = None) -> Cost:
-    """Prefill of ``prompt_len`` tokens (per sequence, ``batch`` sequences): weights read once, KV written."""
+    """Prefill of ``prompt_len`` tokens (per sequence, ``batch`` sequences): weights read once, KV written.
+
+    The LM head runs for the last position only (the engine asks for the next token's logits alone).
+    """
     check_number("prompt_len", prompt_len, low=1, integer=True)
+    blocks = 2 * shape.n_layer * shape.layer_params
+    head = 2 * shape.vocab_size * shape.d_model
     # token i attends over i+1 positions: sum = S(S+1)/2 -> average context (S+1)/2
-    dense = 2 * (shape.n_layer * shape.layer_params + shape.vocab_size * shape.d_model)
     attn = 4 * shape.n_layer * shape.d_model * prompt_len * (prompt_len + 1) / 2
-    flops = batch * (prompt_len * dense + attn)
+    flops = batch * (prompt_len * blocks + head + attn)
     nbytes = shape.weight_bytes + batch * prompt_len * kv_bytes_per_token(shape)
     return _floors("prefill", batch * prompt_len, flops, nbytes, machine)
 

@@ -76,9 +76,13 @@ def decode_step(model: Model, token, cache: KVCache) -> tuple[torch.Tensor, KVCa
 
 
 @torch.inference_mode()
-def forward_full(model: Model, ids) -> torch.Tensor:
-    """No cache: run the whole sequence ``[batch, T]``; returns logits for every position ``[batch, T, vocab]``."""
-    logits, _ = _hf.forward(model.hf, as_ids(model, ids), None, use_cache=False)
+def forward_full(model: Model, ids, *, last_only: bool = False) -> torch.Tensor:
+    """No cache: run the whole sequence ``[batch, T]``; returns logits for every position ``[batch, T, vocab]``.
+
+    ``last_only`` applies the LM head to the last position only (``[batch, 1, vocab]``): all a
+    cache-less decode step needs, and the same work ``prefill`` does.
+    """
+    logits, _ = _hf.forward(model.hf, as_ids(model, ids), None, use_cache=False, last_only=last_only)
     return logits
 
 
@@ -180,7 +184,7 @@ def _run(model: Model, prompt: str, max_new_tokens: int, config: SamplingConfig,
                 logits, cache = decode_step(model, sequence[-1], cache)
             else:
                 step_input, position = list(sequence), 0
-                logits = forward_full(model, [sequence])[:, -1, :]
+                logits = forward_full(model, [sequence], last_only=True)[:, -1, :]
             row = logits[0]
             if "sampling" in kinds:
                 step_info = sample_with_steps(row, config, generator)

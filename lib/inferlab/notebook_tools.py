@@ -35,9 +35,15 @@ def execute(path: Path, timeout: int = 900) -> float:
     """Run ``path`` in place on the bundled model with the hub offline; returns seconds taken."""
     import tempfile
 
+    import nbclient.output_widget
     import nbformat
     from jupyter_client.manager import KernelManager
     from nbclient import NotebookClient
+
+    # nbclient mirrors what an ipywidgets Output captures back to the kernel; for a large figure
+    # (> ~64 kB) that message never gets its reply and the cell hangs until the timeout. The widget
+    # state is recorded either way, so the mirror is not needed for a stored notebook.
+    nbclient.output_widget.OutputWidget.send = lambda self, *args, **kwargs: None
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("INFERLAB_MODEL", "bundled")

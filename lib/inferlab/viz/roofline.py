@@ -1,0 +1,208 @@
+"""Figures for notebook 04: sweeps with spread bands, the roofline, batch size, the counting table, the myth check.
+
+All take plain data: ``inferlab.sweeps.Sweep`` / ``RooflinePoint`` / ``MythCheck``, ``inferlab.cost.Cost``
+and ``MachineProfile`` (measured ceilings). None takes a model.
+
+    >>> fig = sweep_figure(il.sweeps.prefill_sweep(m, [8, 64, 256]))     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from ..cost import Cost, MachineProfile
+from ..sweeps import MythCheck, RooflinePoint, Sweep
+from . import PALETTE, base_layout, require
+
+_JOB_COLOR = {"prefill": PALETTE[0], "decode": PALETTE[1], "decode-batch": PALETTE[2]}
+
+
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def _check_sweep(sweep) -> None:
+    require(isinstance(sweep, Sweep), f"expected an inferlab.sweeps.Sweep, got {type(sweep).__name__}. "
+            "Fix: pass the result of prefill_sweep / decode_sweep / batch_sweep.")
+    require(len(sweep.xs) > 0 and len(sweep.times) == len(sweep.xs),
+            "the sweep has no points (or times do not match xs). Fix: run the sweep with at least one size.")
+
+
+def _band(fig: go.Figure, xs, lows, highs, color: str, name: str, row=None, col=None) -> None:
+    """A filled band from the fastest to the slowest repeat (drawn before the median line)."""
+    kw = {} if row is None else {"row": row, "col": col}
+    fig.add_trace(go.Scatter(x=list(xs), y=list(highs), mode="lines", line={"width": 0}, showlegend=False,
+                             hoverinfo="skip", legendgroup=name), **kw)
+    fig.add_trace(go.Scatter(x=list(xs), y=list(lows), mode="lines", line={"width": 0}, fill="tonexty",
+                             fillcolor=_rgba(color, 0.2), name=f"{name}: fastest-slowest repeat",
+                             hoverinfo="skip", legendgroup=name), **kw)
+
+
+def sweep_figure(sweep: Sweep, floors: Sequence[Cost] | None = None, title: str | None = None) -> go.Figure:
+    """Median time per forward against the sweep's size, a band from fastest to slowest repeat, and the floor.
+
+    Args:
+        sweep: from ``prefill_sweep`` or ``decode_sweep``.
+        floors: optional ``Cost`` per point with floors (``sweeps.sweep_costs(sweep, shape, machine)``).
+    """
+    _check_sweep(sweep)
+    color = _JOB_COLOR.get(sweep.job, PALETTE[3])
+    ms = [t * 1e3 for t in sweep.medians]
+    fig = go.Figure()
+    _band(fig, sweep.xs, [t * 1e3 for t in sweep.lows], [t * 1e3 for t in sweep.highs], color, sweep.job)
+    hover = [f"{sweep.x_name}: {x}<br>median {m:.3f} ms ({s.n} repeats)<br>fastest {s.min * 1e3:.3f} ms, "
+             f"slowest {s.max * 1e3:.3f} ms" for x, m, s in zip(sweep.xs, ms, sweep.summaries)]
+    fig.add_trace(go.Scatter(x=list(sweep.xs), y=ms, mode="lines+markers", name=f"{sweep.job}: measured median",
+                             line={"color": color}, hovertext=hover, hoverinfo="text"))
+    if floors is not None:
+        require(len(floors) == len(sweep.xs) and all(c.floor_s is not None for c in floors),
+                "floors must be one Cost with floors per sweep point. Fix: pass "
+                "inferlab.sweeps.sweep_costs(sweep, shape, machine) (with the measured machine).")
+        fig.add_trace(go.Scatter(
+            x=list(sweep.xs), y=[c.floor_s * 1e3 for c in floors], mode="lines", name="floor (roofline)",
+            line={"color": "black", "dash": "dash"},
+            hovertext=[f"{sweep.x_name}: {x}<br>floor {c.floor_s * 1e3:.3f} ms ({c.bound}-bound)<br>"
+                       f"compute {c.floor_compute_s * 1e3:.3f} ms, memory {c.floor_memory_s * 1e3:.3f} ms"
+                       for x, c in zip(sweep.xs, floors)], hoverinfo="text"))
+    default = {"prefill": "Prefill: time to read the whole prompt", "decode": "Decode: time of one step"}
+    return base_layout(fig, title or f"{default.get(sweep.job, sweep.job)} ({sweep.model}, {sweep.device} "
+                       f"{sweep.dtype})", x=sweep.x_name, y="time per forward (ms)")
+
+
+def batch_figure(sweep: Sweep, turn: int | None = None) -> go.Figure:
+    """Decode at growing batch: step time (left) and tokens per second with the ideal linear line (right)."""
+    _check_sweep(sweep)
+    require(sweep.job == "decode-batch", f"expected a batch sweep, got job={sweep.job!r}. Fix: pass batch_sweep(...).")
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("time of one decode step", "tokens per second"))
+    color = _JOB_COLOR["decode-batch"]
+    _band(fig, sweep.xs, [t * 1e3 for t in sweep.lows], [t * 1e3 for t in sweep.highs], color, "step", 1, 1)
+    fig.add_trace(go.Scatter(x=list(sweep.xs), y=[t * 1e3 for t in sweep.medians], mode="lines+markers",
+                             name="step time (median)", line={"color": color},
+                             hovertext=[f"batch {b}: {t * 1e3:.3f} ms per step"
+                                        for b, t in zip(sweep.xs, sweep.medians)],
+                             hoverinfo="text"), row=1, col=1)
+    tps = sweep.tokens_per_s
+    ideal = [tps[0] * b / sweep.xs[0] for b in sweep.xs]
+    fig.add_trace(go.Scatter(x=list(sweep.xs), y=ideal, mode="lines", name="if the step time never grew",
+                             line={"color": "gray", "dash": "dot"}, hoverinfo="skip"), row=1, col=2)
+    fig.add_trace(go.Scatter(x=list(sweep.xs), y=list(tps), mode="lines+markers", name="tokens/s (measured)",
+                             line={"color": PALETTE[1]},
+                             hovertext=[f"batch {b}: {v:,.0f} tokens/s" for b, v in zip(sweep.xs, tps)],
+                             hoverinfo="text"), row=1, col=2)
+    if turn is not None:  # a 2-point trace: vline shapes are misplaced on log axes
+        spans = ((0, max(sweep.highs) * 1e3), (min(min(ideal), min(tps)), max(max(ideal), max(tps))))
+        for col, span in ((1, spans[0]), (2, spans[1])):
+            fig.add_trace(go.Scatter(x=[turn, turn], y=list(span), mode="lines", name=f"step time x2 at batch {turn}",
+                                     line={"color": PALETTE[3], "dash": "dash"}, showlegend=col == 1,
+                                     legendgroup="turn", hoverinfo="skip"), row=1, col=col)
+    fig.update_xaxes(type="log", title_text="batch size (sequences)", tickvals=list(sweep.xs))
+    fig.update_yaxes(title_text="ms per step", row=1, col=1, rangemode="tozero")
+    # log-log: tokens/s growing in proportion to the batch is a straight line parallel to the ideal one
+    fig.update_yaxes(title_text="tokens per second (log)", type="log", row=1, col=2)
+    return base_layout(fig, f"Batch size moves decode (context {sweep.context} tokens; {sweep.model}, "
+                       f"{sweep.device} {sweep.dtype})", height=420)
+
+
+def cost_table(costs: Sequence[Cost], labels: Sequence[str] | None = None) -> go.Figure:
+    """A table of FLOPs, bytes moved, arithmetic intensity (and floors when a machine was given)."""
+    require(len(costs) > 0 and all(isinstance(c, Cost) for c in costs),
+            "costs must be a non-empty list of inferlab.cost.Cost. Fix: use prefill_cost / decode_cost.")
+    labels = list(labels) if labels is not None else [f"{c.job} ({c.tokens} tokens)" for c in costs]
+    has_floor = all(c.floor_s is not None for c in costs)
+    header = ["forward", "GFLOP", "MB moved", "FLOP per byte"] + (["floor (ms)", "bound by"] if has_floor else [])
+    cells = [labels, [f"{c.flops / 1e9:.4f}" for c in costs], [f"{c.bytes / 1e6:.2f}" for c in costs],
+             [f"{c.intensity:.2f}" for c in costs]]
+    if has_floor:
+        cells += [[f"{c.floor_s * 1e3:.3f}" for c in costs], [c.bound for c in costs]]
+    fig = go.Figure(go.Table(header={"values": header, "fill_color": "#eee", "align": "left"},
+                             cells={"values": cells, "align": "left"}))
+    return base_layout(fig, "Counting: work and bytes of each forward (cost model)",
+                       height=120 + 28 * len(costs))
+
+
+def _roof(machine: MachineProfile, lo: float, hi: float, n: int = 60) -> tuple[list[float], list[float]]:
+    xs = [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)] + [machine.ridge]
+    xs.sort()
+    return xs, [min(machine.flops_per_s, machine.bytes_per_s * x) / 1e9 for x in xs]
+
+
+def roofline(machine: MachineProfile, points: Sequence[RooflinePoint],
+             what_if: Sequence[tuple[int, Cost, Cost]] | None = None) -> go.Figure:
+    """The roofline of ``machine`` (measured ceilings) with measured points; a slider for predicted points.
+
+    Args:
+        machine: ``cost.measure_machine(...)`` on the device in use.
+        points: ``sweeps.roofline_points(...)`` for prefill and decode sweeps.
+        what_if: optional ``(n, prefill Cost of n tokens, decode Cost at batch n)`` rows; a slider moves
+            the two predicted points (at the roof's height: the best the machine allows).
+    """
+    require(isinstance(machine, MachineProfile), "machine must be a MachineProfile. Fix: "
+            "machine = inferlab.cost.measure_machine(m.device, m.info.dtype).")
+    require(len(points) > 0 and all(isinstance(p, RooflinePoint) for p in points),
+            "points must be a non-empty list of RooflinePoint. Fix: use inferlab.sweeps.roofline_points(...).")
+    xs_all = [p.intensity for p in points] + [machine.ridge]
+    if what_if:
+        xs_all += [c.intensity for row in what_if for c in row[1:]]
+    lo, hi = min(xs_all) / 3, max(xs_all) * 3
+    rx, ry = _roof(machine, lo, hi)
+    fig = go.Figure(go.Scatter(
+        x=rx, y=ry, mode="lines", name="roof: min(peak, bandwidth x intensity)", line={"color": "black"},
+        hovertemplate="%{x:.2f} FLOP/B: at most %{y:.1f} GFLOP/s<extra>roof</extra>"))
+    fig.add_trace(go.Scatter(
+        x=[machine.ridge], y=[machine.flops_per_s / 1e9], mode="markers", name="ridge point",
+        marker={"symbol": "diamond", "size": 10, "color": "black"},
+        hovertext=[f"ridge: {machine.ridge:.1f} FLOP/B<br>below it a forward is limited by memory bandwidth "
+                   f"({machine.bytes_per_s / 1e9:.1f} GB/s), above it by matmul speed "
+                   f"({machine.flops_per_s / 1e9:.1f} GFLOP/s)"], hoverinfo="text"))
+    for job in dict.fromkeys(p.job for p in points):
+        sel = [p for p in points if p.job == job]
+        fig.add_trace(go.Scatter(
+            x=[p.intensity for p in sel], y=[p.flops_per_s / 1e9 for p in sel], mode="markers",
+            name=f"{job} (measured)",
+            marker={"size": 11, "color": _JOB_COLOR.get(job, PALETTE[3])},
+            hovertext=[f"{p.label}<br>{p.intensity:.2f} FLOP/B, {p.flops_per_s / 1e9:.2f} GFLOP/s<br>"
+                       f"measured {p.seconds * 1e3:.3f} ms, floor {p.floor_s * 1e3:.3f} ms "
+                       f"({p.times_floor:.1f} x the floor)" for p in sel], hoverinfo="text"))
+    if what_if:
+        _add_what_if(fig, machine, what_if)
+    fig.update_xaxes(type="log", title_text="arithmetic intensity (FLOP per byte moved)")
+    fig.update_yaxes(type="log", title_text="achieved GFLOP/s")
+    return base_layout(fig, f"Roofline of this machine ({machine.device} {machine.dtype}): measured "
+                       f"{machine.bytes_per_s / 1e9:.1f} GB/s and {machine.flops_per_s / 1e9:.1f} GFLOP/s",
+                       height=560)
+
+
+def _add_what_if(fig: go.Figure, machine: MachineProfile, rows: Sequence[tuple[int, Cost, Cost]]) -> None:
+    """Two predicted points (prefill of n tokens, decode at batch n) and a plotly slider over n."""
+    def at_roof(c: Cost) -> float:
+        return min(machine.flops_per_s, machine.bytes_per_s * c.intensity) / 1e9
+
+    first = len(fig.data)
+    _, p0, d0 = rows[0]
+    for name, c, color in (("prefill (predicted)", p0, PALETTE[0]), ("decode (predicted)", d0, PALETTE[1])):
+        fig.add_trace(go.Scatter(x=[c.intensity], y=[at_roof(c)], mode="markers", name=name,
+                                 marker={"size": 16, "symbol": "circle-open", "color": color, "line": {"width": 3}},
+                                 hovertemplate="%{x:.2f} FLOP/B<extra>" + name + "</extra>"))
+    steps = [{"label": str(n), "method": "restyle",
+              "args": [{"x": [[p.intensity], [d.intensity]], "y": [[at_roof(p)], [at_roof(d)]]},
+                       [first, first + 1]]} for n, p, d in rows]
+    fig.update_layout(sliders=[{"active": 0, "steps": steps, "pad": {"t": 60},
+                                "currentvalue": {"prefix": "what if: prompt length = batch size = "}}])
+
+
+def myth_figure(check: MythCheck) -> go.Figure:
+    """Bars: TPOT predicted from compute, predicted from bandwidth, and measured (log scale)."""
+    require(isinstance(check, MythCheck), "expected a MythCheck. Fix: use inferlab.sweeps.myth_check(...).")
+    names = ["predicted from compute<br>(FLOPs / peak FLOP/s)", "predicted from bandwidth<br>(bytes / GB/s)",
+             "measured"]
+    values = [check.from_compute_s * 1e3, check.from_bandwidth_s * 1e3, check.measured_s * 1e3]
+    fig = go.Figure(go.Bar(x=names, y=values, marker_color=[PALETTE[0], PALETTE[1], PALETTE[3]],
+                           text=[f"{v:.3g} ms" for v in values], textposition="outside",
+                           hovertemplate="%{x}: %{y:.4f} ms<extra></extra>"))
+    fig.update_yaxes(type="log")
+    return base_layout(fig, f"The myth check: one decode step (TPOT) at context {check.context}",
+                       y="ms per token (log scale)", height=420)
