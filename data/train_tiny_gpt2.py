@@ -292,11 +292,12 @@ Training tokens: {stats['train_tokens']:,}; held-out tokens: {stats['held_out_to
 ```
 {stats['command']}
 ```
-{stats['training_minutes']} minutes on 2 CPU cores (torch {stats['torch']}, seed {stats['seed']}):
+{stats['training_minutes']} minutes of wall time on 2 CPU cores (torch {stats['torch']}, seed {stats['seed']}; a machine
+shared with other jobs is slower, an idle one faster):
 {stats['steps']['phase1_restricted_vocab']} steps with the softmax restricted to the {cfg['phase1_output_ids']:,}
 token ids that occur in the training split, then {stats['steps']['phase2_full_vocab']} steps with GPT-2's full
-50257-token softmax; {stats['steps']['tokens_per_step']:,} tokens per step, AdamW, cosine schedule over the
-wall-clock budget. See the docstring of `data/train_tiny_gpt2.py`.
+50257-token softmax; {stats['steps']['tokens_per_step']:,} tokens per step, AdamW, cosine schedule over
+the step count (or the wall-clock budget with --minutes). See the docstring of `data/train_tiny_gpt2.py`.
 
 ## Quality
 Held-out loss: **{stats['held_out_loss_nats_per_token']} nats per token** (perplexity
