@@ -1,0 +1,242 @@
+"""Quantization: the same model with fewer bytes per weight, and what it costs in quality.
+
+A decode step reads every weight once, so fewer bytes per weight should mean a faster step (the
+roofline's memory floor moves down) if the kernels can use them. Kinds, all made from a copy:
+
+- ``fp32``: the original, 4 bytes per weight.
+- ``bf16`` / ``fp16``: ``model.to(dtype)``, 2 bytes (activations and the KV cache too).
+- ``int8``: PyTorch's dynamic quantization (``torch.ao.quantization.quantize_dynamic``): each
+  ``nn.Linear`` weight is stored as int8 with one scale per output channel; activations are
+  quantized on the fly. GPT-2's projections are Hugging Face ``Conv1D`` (``x @ W + b``, ``W``
+  ``[in, out]``), so they are first rewritten as ``nn.Linear`` (``W.T``). The LM head gets an int8
+  copy; the tied ``wte`` stays fp32 for the embedding lookup.
+- ``int4``: weight-only, groups of 32 weights share a scale and an offset (round to nearest), run by
+  PyTorch's own CPU kernel ``aten._weight_int4pack_mm_for_cpu`` (activations in bf16). CPU only here.
+
+``perplexity`` measures quality on held-out text: exp(mean next-token loss).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import warnings
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+
+from . import _hf
+from .engine import forward_full
+from .errors import bad_value
+from .models import Model
+
+KINDS = ("fp32", "bf16", "fp16", "int8", "int4")
+HELDOUT_PATH = Path(__file__).resolve().parents[2] / "data" / "heldout_excerpt.txt"
+INT4_GROUP = 32
+_FLOATS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def heldout_text() -> str:
+    """Antony's funeral speech, *Julius Caesar* III.2 (Project Gutenberg text, public domain).
+
+    The bundled model's training left *Julius Caesar* and *Twelfth Night* out, so this is unseen text.
+    """
+    return HELDOUT_PATH.read_text(encoding="utf-8")
+
+
+class Int4Linear(torch.nn.Module):
+    """``y = x @ W.T + b`` with ``W`` ``[out, in]`` stored as 4-bit integers in groups of ``INT4_GROUP``.
+
+    Each group of 32 input weights keeps a scale and an offset: ``w = (q - 8) * scale + zero``,
+    ``q`` in 0..15. Output rows are padded to a multiple of 16 for the packed layout.
+    """
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor | None) -> None:
+        super().__init__()
+        n, k = weight.shape
+        if k % INT4_GROUP:
+            raise bad_value("in_features", k, f"a multiple of {INT4_GROUP}", "keep this layer in a float dtype")
+        self.out_features, pad = n, (-n) % 16
+        w = F.pad(weight.detach().float(), (0, 0, 0, pad)).reshape(n + pad, k // INT4_GROUP, INT4_GROUP)
+        low, high = w.amin(-1, keepdim=True), w.amax(-1, keepdim=True)
+        scale = (high - low).clamp(min=1e-8) / 15
+        q = torch.clamp(torch.round((w - low) / scale), 0, 15).to(torch.int32).reshape(n + pad, k)
+        self.register_buffer("packed", torch.ops.aten._convert_weight_to_int4pack_for_cpu(q, 1))
+        zero = low + 8 * scale
+        sz = torch.stack([scale.reshape(n + pad, -1), zero.reshape(n + pad, -1)], -1)  # [out, groups, 2]
+        self.register_buffer("scales_zeros", sz.transpose(0, 1).contiguous().to(torch.bfloat16))
+        self.register_buffer("bias", None if bias is None else bias.detach().float().clone())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = x.shape
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(x.reshape(-1, shape[-1]).to(torch.bfloat16), self.packed,
+                                                        INT4_GROUP, self.scales_zeros)
+        y = y[:, : self.out_features].float()
+        if self.bias is not None:
+            y = y + self.bias
+        return y.reshape(*shape[:-1], self.out_features)
+
+
+def int4_supported(device: torch.device | str = "cpu") -> bool:
+    """Whether this PyTorch has the int4 CPU kernel and it runs (a 16 x 32 probe)."""
+    if torch.device(device).type != "cpu" or not hasattr(torch.ops.aten, "_weight_int4pack_mm_for_cpu"):
+        return False
+    try:
+        Int4Linear(torch.randn(16, INT4_GROUP), None)(torch.randn(1, INT4_GROUP))
+    except (RuntimeError, NotImplementedError):
+        return False
+    return True
+
+
+def available_kinds(device: torch.device | str = "cpu") -> tuple[str, ...]:
+    """The kinds that run on ``device`` with this stack (int8/int4 are CPU kernels here)."""
+    kinds = ["fp32", "bf16", "fp16"]
+    if torch.device(device).type == "cpu":
+        kinds.append("int8")
+        if int4_supported(device):
+            kinds.append("int4")
+    return tuple(kinds)
+
+
+def _conv1d_to_linear(conv: torch.nn.Module) -> torch.nn.Linear:
+    """Hugging Face ``Conv1D`` (``W`` ``[in, out]``) as the equivalent ``nn.Linear`` (``W.T``)."""
+    n_in, n_out = conv.weight.shape
+    lin = torch.nn.Linear(n_in, n_out, dtype=conv.weight.dtype, device=conv.weight.device)
+    with torch.no_grad():
+        lin.weight.copy_(conv.weight.t())
+        lin.bias.copy_(conv.bias)
+    return lin
+
+
+def _linearize(hf: torch.nn.Module) -> None:
+    """Replace every ``Conv1D`` in the blocks by ``nn.Linear``, in place (same outputs)."""
+    for block in _hf.blocks(hf):
+        for parent, name in ((block.attn, "c_attn"), (block.attn, "c_proj"), (block.mlp, "c_fc"),
+                             (block.mlp, "c_proj")):
+            setattr(parent, name, _conv1d_to_linear(getattr(parent, name)))
+
+
+def stored_bytes(module: torch.nn.Module) -> int:
+    """Bytes of all weights held: parameters, buffers and packed quantized weights (shared ones once)."""
+    seen: dict[int, int] = {}
+    for t in [*module.parameters(), *module.buffers()]:
+        seen[t.data_ptr()] = t.numel() * t.element_size()
+    for m in module.modules():
+        packed = getattr(m, "_packed_params", None)
+        if packed is not None and hasattr(packed, "_weight_bias"):  # torch.ao's quantized Linear
+            w, b = packed._weight_bias()
+            scales = ((w.q_per_channel_scales(), w.q_per_channel_zero_points())
+                      if w.qscheme() == torch.per_channel_affine else ())
+            seen[id(m)] = (w.numel() * w.element_size() + sum(s.numel() * s.element_size() for s in scales)
+                           + (0 if b is None else b.numel() * b.element_size()))
+    return sum(seen.values())
+
+
+def step_bytes(hf: torch.nn.Module) -> int:
+    """Bytes one decode step reads: everything but the embedding tables, of which it reads one row each."""
+    wte, wpe = _hf.token_embedding(hf).weight, _hf.position_embedding(hf).weight
+    tables = sum(t.numel() * t.element_size() for t in (wte, wpe))
+    rows = sum(t.shape[1] * t.element_size() for t in (wte, wpe))
+    head = _hf.lm_head(hf)
+    tied = isinstance(head, torch.nn.Linear) and head.weight.data_ptr() == wte.data_ptr()
+    # A tied head reads the whole wte table: count it back in.
+    return stored_bytes(hf) - tables + rows + (wte.numel() * wte.element_size() if tied else 0)
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """One quantized copy: the model, how it was made, and its bytes."""
+
+    kind: str
+    model: Model
+    method: str
+    weight_bytes: int  # all stored weights (the fp32 embedding table included for int8/int4)
+    step_bytes: int  # what one decode step reads
+
+    def __repr__(self) -> str:
+        return (f"Quantized({self.kind}: {self.weight_bytes / 1e6:.1f} MB stored, {self.step_bytes / 1e6:.1f} MB "
+                f"read per decode step; {self.method})")
+
+
+def quantize(model: Model, kind: str) -> Quantized:
+    """A quantized copy of ``model`` (the original is untouched) that ``inferlab.generate`` can run.
+
+    Args:
+        model: from ``inferlab.load()`` in float32.
+        kind: one of ``available_kinds(model.device)``.
+
+    >>> q = quantize(m, "int8"); q.step_bytes / quantize(m, "fp32").step_bytes    # doctest: +SKIP
+    """
+    kinds = available_kinds(model.device)
+    if kind not in kinds:
+        raise bad_value("kind", kind, f"one of {kinds} on {model.device}",
+                        "pick another kind (int8/int4 use CPU kernels in this PyTorch)")
+    hf = copy.deepcopy(model.hf)
+    if kind in _FLOATS:
+        hf = hf.to(_FLOATS[kind])
+        method = "the original weights" if kind == "fp32" else f"model.to(torch.{_FLOATS[kind]})"
+        method = method.replace("torch.torch.", "torch.")
+    elif kind == "int8":
+        _linearize(hf)
+        with warnings.catch_warnings():  # torch.ao says: eager-mode quantization moves to torchao
+            warnings.simplefilter("ignore")
+            from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+            hf = quantize_dynamic(hf, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
+        method = "torch.ao.quantization.quantize_dynamic, int8 per output channel, every Linear and the LM head"
+    else:
+        _linearize(hf)
+        for block in _hf.blocks(hf):
+            for parent, name in ((block.attn, "c_attn"), (block.attn, "c_proj"), (block.mlp, "c_fc"),
+                                 (block.mlp, "c_proj")):
+                lin = getattr(parent, name)
+                setattr(parent, name, Int4Linear(lin.weight, lin.bias))
+        hf.lm_head = Int4Linear(_hf.lm_head(hf).weight, None)
+        method = f"weight-only int4, groups of {INT4_GROUP}, aten._weight_int4pack_mm_for_cpu (bf16 activations)"
+    hf.eval()
+    dtype = _FLOATS.get(kind, torch.float32)
+    info = replace(model.info, dtype=dtype, weight_bytes=stored_bytes(hf),
+                   notes=(*model.info.notes, f"quantized: {kind} ({method})"))
+    return Quantized(kind, Model(hf=hf, tokenizer=model.tokenizer, info=info), method,
+                     info.weight_bytes, step_bytes(hf))
+
+
+@dataclass(frozen=True)
+class Perplexity:
+    """Quality on held-out text: mean next-token loss (nats) and its exponential."""
+
+    nats_per_token: float
+    tokens: int  # predicted tokens
+
+    @property
+    def perplexity(self) -> float:
+        """exp(mean loss): how many equally likely choices the model is, on average, unsure between."""
+        return math.exp(self.nats_per_token)
+
+    def __repr__(self) -> str:
+        return f"Perplexity({self.perplexity:.2f}, {self.nats_per_token:.4f} nats/token over {self.tokens} tokens)"
+
+
+def perplexity(model: Model, text: str | None = None, *, window: int | None = None) -> Perplexity:
+    """Perplexity of ``model`` on ``text`` (default: ``heldout_text()``), in non-overlapping windows.
+
+    Args:
+        window: tokens per forward (default the context length); each window predicts its own tokens.
+    """
+    ids = model.encode(heldout_text() if text is None else text)
+    window = window or model.info.n_ctx
+    if len(ids) < 2 or not 2 <= window <= model.info.n_ctx:
+        raise bad_value("text/window", (len(ids), window), f"at least 2 tokens and 2 <= window <= {model.info.n_ctx}",
+                        "pass a longer text or a smaller window")
+    total, count = 0.0, 0
+    for start in range(0, len(ids) - 1, window):
+        chunk = ids[start : start + window + 1]
+        if len(chunk) < 2:
+            break
+        logits = forward_full(model, [chunk[:-1]])[0].float()  # [T, vocab]
+        target = torch.tensor(chunk[1:], device=logits.device)
+        total += float(F.cross_entropy(logits, target, reduction="sum"))
+        count += len(chunk) - 1
+    return Perplexity(total / count, count)
