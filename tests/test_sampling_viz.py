@@ -159,8 +159,8 @@ def test_playground_reuses_logits_and_reports_bad_values():
     assert box.errors.value == ""
     ctl["temperature"].value = 0.0  # greedy: one token left whatever the filters
     assert int(box.state["dists"]["top_p"].gt(0).sum()) == 1
-    ctl["temperature"].value = 1e-45
-    assert "too small" in box.errors.value
+    ctl["temperature"].value = 1e-45  # tends to greedy (no overflow): one token left, no error
+    assert box.errors.value == "" and int(box.state["dists"]["top_p"].gt(0).sum()) == 1
     ctl["prompt"].value = "b"
     ctl["prompt"].value = "a"
     ctl["prompt"].value = "b"
