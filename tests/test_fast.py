@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 
@@ -71,6 +69,25 @@ def test_fixed_shape_step_used_by_compile_and_cuda_graphs_matches(model):
         assert int(a.argmax()) == int(b.argmax())
 
 
+def test_rows_step_written_as_reductions_matches_the_eager_step(model):
+    """The arithmetic the compiled CPU step runs ((W * x).sum(-1), attention as sums), here uncompiled."""
+    ids = model.encode(PROMPT)
+    eager = fast.FastDecoder(model, 40, weights="tied")
+    rows = fast.FastDecoder(model, 40, compile=True)  # torch.compile is lazy: _step_fixed below runs eagerly
+    a, b = eager.prefill([ids]), rows.prefill([ids])
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    for _ in range(3):
+        token = a.argmax(-1, keepdim=True)
+        a = eager.step(token)
+        with torch.inference_mode():
+            b = rows._step_fixed(token, torch.tensor([rows.tokens]))
+        rows.tokens += 1
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+    d, n = model.info.d_model, model.info.n_layer
+    kv = 2 * n * 40 * d * 4
+    assert rows.extra_bytes == kv + n * 12 * d * d * 4  # K, V and one [out, in] copy of each block matrix
+
+
 def test_batch_decodes_each_row_like_batch_one(model):
     ids = model.encode(PROMPT)
     one, two = fast.FastDecoder(model, 32, weights="tied"), fast.FastDecoder(model, 32, batch=2, weights="tied")
@@ -106,6 +123,8 @@ def test_op_groups():
     assert profiling.op_group("aten::native_layer_norm") == "norms & activations"
     assert profiling.op_group("aten::tanh") == "norms & activations"
     assert profiling.op_group("aten::index_copy_") == "other ops"
+    assert profiling.op_group("## Call CompiledFxGraph f7urk5hnxhfhzqjx ##") == "compiled graph (fused)"
+    assert profiling.op_group("TorchDynamo Cache Lookup") == "Python & dispatch"
 
 
 def test_profile_step_adds_up(model, decoder):
@@ -141,12 +160,40 @@ def test_batch_sweep(model):
     assert {t.name for t in fig.data} >= {"tokens/s (all users)", "TPOT per user"}
 
 
-@pytest.mark.skipif(not os.environ.get("INFERLAB_SLOW"), reason="torch.compile takes a minute; INFERLAB_SLOW=1 runs it")
 def test_compiled_step_matches(model):
+    """The compiled CPU step (weights "rows": products and attention as reductions) gives the engine's tokens."""
     ref = il.generate(model, PROMPT, max_new_tokens=8, stop_at_eos=False)
-    dec = fast.FastDecoder(model, 32, weights="tied", compile=True)
+    dec = fast.FastDecoder(model, 32, compile=True)
+    assert dec.weights == ("rows" if model.device.type == "cpu" else "tied")
     got = dec.generate(PROMPT, max_new_tokens=8, stop_at_eos=False)
     assert got.generated_ids == ref.generated_ids
+    seeded = {"temperature": 0.9, "top_k": 40, "top_p": 0.95, "seed": 7}
+    ref = il.generate(model, PROMPT, max_new_tokens=8, stop_at_eos=False, **seeded)
+    assert dec.generate(PROMPT, max_new_tokens=8, stop_at_eos=False, **seeded).generated_ids == ref.generated_ids
+    dec.prefill([model.encode(PROMPT)])
+    prof = profiling.profile_step(lambda: dec.step(3), label="compiled", repeats=2, warmup=1)
+    assert prof.groups["compiled graph (fused)"] > 0.5 * prof.step_s  # the step is one generated kernel
+    assert prof.groups["matmuls"] == 0
+
+
+def test_a_compiler_failure_is_reported_not_fatal(model, monkeypatch):
+    real = bench.FastDecoder
+
+    def no_compiler(*args, compile=False, **kwargs):
+        if compile:
+            raise RuntimeError("no C++ compiler found\n(details)")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(bench, "FastDecoder", no_compiler)
+    dec, why = bench.compiled_decoder(model, 32, PROMPT)
+    assert dec is None and why == "torch.compile failed: RuntimeError: no C++ compiler found"
+    with pytest.warns(UserWarning, match=r"left out fast \+ torch.compile .*no C\+\+ compiler"):
+        rows = bench.decode_paths(model, PROMPT, 3, repeats=1, compile=True)
+    assert "fast + torch.compile" not in [r.label for r in rows]
+    result = bench.bench_model(model, prompt_tokens=8, new_tokens=3, repeats=1, variants=("fast", "fast+compile"),
+                               log=lambda *_: None)
+    assert set(result["variants"]) == {"fast"} and "no C++ compiler" in result["skipped"]["fast+compile"]
+    assert "fast+compile left out: torch.compile failed" in bench.table([result])
 
 
 def test_decode_paths_agree_and_ladder_chart(model):

@@ -3,7 +3,9 @@
 The benchmark runs, interleaved in one process (variant order rotates every repeat, after a warm-up
 of each): the engine untraced (``inferlab.generate``), the engine recording everything
 (``record="all"``), Hugging Face's ``model.generate()`` (``inferlab.reference_generate``) and the
-fast path (``inferlab.fast.FastDecoder``). It prints one table of median TTFT and TPOT with each
+fast path (``inferlab.fast.FastDecoder``), eager and compiled (``fast+compile``: ``torch.compile``
+of the decode step; tens of seconds of compiling first, and left out with its reason where this
+PyTorch cannot compile, e.g. no C++ compiler). It prints one table of median TTFT and TPOT with each
 number's ratio to its roofline floor (measured in the same run) and writes a JSON file.
 
 ``generate()`` reports no per-token times, so its TTFT is the end-to-end time of a 1-token request
@@ -21,6 +23,7 @@ import json
 import platform
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
@@ -35,8 +38,7 @@ from .profiling import peak_bytes, profile_step
 from .quantize import heldout_text
 from .timing import clock, summarize
 
-VARIANTS = ("engine", "engine+record", "generate()", "fast")
-OPTIONAL = ("fast+compile",)  # torch.compile: a minute or two of compiling first
+VARIANTS = ("engine", "engine+record", "generate()", "fast", "fast+compile")
 
 
 def interleave(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, list]:
@@ -145,13 +147,28 @@ def _static_cache_run(model: Model, prompt: str, n: int) -> tuple[float, float, 
     return times[0], (times[-1] - times[0]) / (n - 1), out
 
 
+def compiled_decoder(model: Model, slots: int, prompt: str, **kwargs) -> tuple[FastDecoder | None, str | None]:
+    """A ``FastDecoder(compile=True)`` compiled now (by a 2-token answer), or ``None`` and why compiling failed.
+
+    ``torch.compile`` needs a C++ compiler on CPUs (and Triton on GPUs); where it cannot compile, the
+    callers here leave the compiled path out and say so instead of stopping.
+    """
+    try:
+        dec = FastDecoder(model, slots, compile=True, **kwargs)
+        dec.generate(prompt, 2, stop_at_eos=False)
+        return dec, None
+    except Exception as e:  # torch.compile raises many kinds (no compiler, unsupported op ...)
+        return None, f"torch.compile failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+
+
 def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: int = 3,
                  compile: bool = False) -> list[PathRow]:
     """TTFT/TPOT of each way to decode (greedy), interleaved, after one warm-up run each.
 
     Paths: the engine (``DynamicCache``), the engine with a pre-allocated ``StaticCache``, the fast
     path with the tied LM head, with the transposed head, with oneDNN-packed weights (CPU), and
-    (``compile=True``) compiled; on CUDA also with a CUDA graph.
+    (``compile=True``) compiled (on a CPU: ``"rows"`` weights, see ``inferlab.fast``); on CUDA also with
+    a CUDA graph. A compiled path that cannot be built is left out with a warning that says why.
     """
     n = len(model.encode(prompt)) + new_tokens + 1
     decoders = {"fast (tied head)": FastDecoder(model, n, weights="tied", cuda_graph=False),
@@ -159,7 +176,11 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
     if model.device.type == "cpu" and onednn_packing(model.info.dtype):
         decoders["fast (oneDNN packed)"] = FastDecoder(model, n, weights="packed")
     if compile:
-        decoders["fast + torch.compile"] = FastDecoder(model, n, compile=True, cuda_graph=False)
+        dec, why = compiled_decoder(model, n, prompt, cuda_graph=False)
+        if dec is None:
+            warnings.warn(f"decode_paths: left out fast + torch.compile ({why})", stacklevel=2)
+        else:
+            decoders["fast + torch.compile"] = dec
     if model.device.type == "cuda":
         decoders["fast + CUDA graph"] = FastDecoder(model, n, cuda_graph=True)
 
@@ -305,10 +326,16 @@ def bench_model(model: Model, *, prompt_tokens: int = 64, new_tokens: int = 32, 
     """Interleaved TTFT/TPOT of each variant on one model, with the roofline floors (and step profiles)."""
     prompt = bench_prompt(model, prompt_tokens)
     n_prompt = len(model.encode(prompt))
-    slots = n_prompt + new_tokens + 1
+    slots = n_prompt + max(new_tokens, 32) + 1  # room for the profiled steps too (a new size would recompile)
     decoders = {"fast": FastDecoder(model, slots)}
-    if "fast+compile" in variants:
-        decoders["fast+compile"] = FastDecoder(model, slots, compile=True)
+    skipped = {}
+    if "fast+compile" in variants:  # compiles here: tens of seconds the first time
+        dec, why = compiled_decoder(model, slots, prompt)
+        if dec is None:
+            skipped["fast+compile"] = why
+            log(f"  {model.info.name}: left out fast+compile ({why})")
+        else:
+            decoders["fast+compile"] = dec
     run = {k: v for k, v in _runners(model, prompt, new_tokens, decoders).items() if k in variants}
     machine = machine or measure_machine(model.device, model.info.dtype)
     log(f"  {model.info.name}: {len(run)} variants, warm-up + {repeats} interleaved repeats ...")
@@ -322,14 +349,15 @@ def bench_model(model: Model, *, prompt_tokens: int = 64, new_tokens: int = 32, 
     result = {"model": info.name, "source": info.source, "n_params": info.n_params,
               "weight_bytes": info.weight_bytes, "dtype": str(info.dtype), "device": str(model.device),
               "shape": [info.n_layer, info.n_head, info.d_model, info.vocab_size, info.n_ctx, info.bytes_per_element],
-              "prompt_tokens": n_prompt, "new_tokens": new_tokens, "repeats": repeats, "variants": rows}
+              "prompt_tokens": n_prompt, "new_tokens": new_tokens, "repeats": repeats, "variants": rows,
+              "skipped": skipped}
     if profile:
         ids = model.encode(prompt)
         _, cache = prefill(model, [ids])
-        dec = FastDecoder(model, n_prompt + 64)
-        dec.prefill([ids])
-        profs = [profile_step(lambda: decode_step(model, 0, cache), label="engine step", device=model.device),
-                 profile_step(lambda: dec.step(0), label="fast step", device=model.device)]
+        profs = [profile_step(lambda: decode_step(model, 0, cache), label="engine step", device=model.device)]
+        for name, dec in decoders.items():
+            dec.prefill([ids])
+            profs.append(profile_step(lambda d=dec: d.step(0), label=f"{name} step", device=model.device))
         result["profiles"] = {p.label: {"step_s": p.step_s, "groups": p.groups,
                                         "top_ops": [list(t) for t in p.top_ops]} for p in profs}
     return apply_floors(result, machine)
@@ -356,6 +384,8 @@ def table(results: list[dict]) -> str:
         notes.append(f"{name}: {r['source']}, {r['n_params'] / 1e6:.1f}M params, {r['weight_bytes'] / 1e6:.0f} MB "
                      f"{r['dtype'].removeprefix('torch.')} on {r['device']}, prompt {r['prompt_tokens']} + "
                      f"{r['new_tokens']} new tokens, {r['repeats']} interleaved repeats")
+        for k, why in r.get("skipped", {}).items():
+            notes.append(f"  {k} left out: {why}")
         for label, p in r.get("profiles", {}).items():
             parts = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in p["groups"].items())
             notes.append(f"  profile of one {label}: {p['step_s'] * 1e3:.2f} ms = {parts} ms")
@@ -371,8 +401,8 @@ def main(argv=None) -> dict:
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--new-tokens", type=int, default=32)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS + OPTIONAL)
-    p.add_argument("--profile", action="store_true", help="also profile one decode step (engine and fast)")
+    p.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    p.add_argument("--profile", action="store_true", help="also profile one decode step of each path")
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: PyTorch's choice)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default=None, help="float32 / float16 / bfloat16 (default: the device's)")

@@ -2,7 +2,7 @@
 
 The engine (``engine.py``) calls Hugging Face's ``GPT2LMHeadModel.forward`` every step: masks, cache
 objects and output classes are rebuilt each time. ``FastDecoder`` runs the same arithmetic on the
-model's weights with a pre-allocated KV cache (``[layers, batch, heads, max_tokens, head_dim]``),
+model's weights with a pre-allocated KV cache (per layer ``[batch, heads, max_tokens, head_dim]``),
 a ten-line block and SDPA attention. More tricks, each a switch:
 
 - ``weights``: how the matrices are held for the CPU's matrix-vector products. ``"tied"`` uses the
@@ -11,9 +11,17 @@ a ten-line block and SDPA attention. More tricks, each a switch:
   (about 2x with MKL on x86), and the head is GPT-2's largest matrix. ``"packed"`` gives every
   matrix to oneDNN pre-packed (``torch.ops.mkldnn._reorder_linear_weight``, what ``torch.compile``
   does with frozen weights), so each product streams its weights on all cores (and the MLP's GELU
-  runs inside its product). Copies cost memory (``extra_bytes``).
+  runs inside its product). ``"rows"`` keeps each block matrix as a plain ``[out, in]`` copy, which
+  oneDNN also takes (as fast, and the LM head needs no copy) and which the compiled step below reads
+  as reductions. Copies cost memory (``extra_bytes``).
 - ``compile=True``: ``torch.compile`` of a decode step with fixed shapes (the cache is read whole,
-  with a mask over the empty slots), so the compiler can fuse the norms and activations.
+  with a mask over the empty slots), so the compiler can fuse the norms and activations. With
+  ``"rows"`` weights (the default when compiling on a CPU at batch 1) each matrix-vector product is
+  written as ``(W * x).sum(-1)`` and the attention as sums too: Inductor turns the whole step into
+  streaming loops, each product fused with the bias, norm or GELU around it, with no Python between
+  operators. On the course's 2-core test machine that reads GPT-2's weights at close to the copy
+  bandwidth, where oneDNN's matrix-vector kernels reach about two thirds of it (``python -m
+  inferlab.bench``). The prompt still runs eagerly, its products through oneDNN.
 - ``cuda_graph`` (CUDA only, on by default there): the fixed-shape step is recorded once as a CUDA
   graph and replayed, so hundreds of kernel launches cost one.
 
@@ -36,7 +44,7 @@ from .sampling import SamplingConfig, sample
 from .timing import clock
 from .trace import Trace
 
-WEIGHTS = ("packed", "transposed", "tied")
+WEIGHTS = ("packed", "rows", "transposed", "tied")
 
 
 def gelu_new(x: torch.Tensor) -> torch.Tensor:
@@ -54,6 +62,11 @@ def onednn_packing(dtype: torch.dtype = torch.float32) -> bool:
         return False
 
 
+def linear_onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gelu: bool = False) -> torch.Tensor:
+    """``x @ w.T + b`` by oneDNN (``w`` ``[out, in]``, plain or pre-packed); GELU applied inside the product."""
+    return torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu" if gelu else "none", [], "tanh" if gelu else "")
+
+
 @dataclass(frozen=True)
 class Proj:
     """One projection ``y = x @ W + b`` (``x`` ``[rows, in]``): the model's ``W`` ``[in, out]``, maybe pre-packed."""
@@ -61,11 +74,20 @@ class Proj:
     w: torch.Tensor  # [in, out]: Hugging Face's Conv1D layout, used as it is
     b: torch.Tensor  # [out]
     packed: torch.Tensor | None = None  # oneDNN's own layout of W.T (a copy)
+    rows: torch.Tensor | None = None  # W.T as a contiguous [out, in] copy (one row per output)
+    onednn: bool = False  # eager products on ``rows`` through oneDNN (it takes the plain layout too)
 
-    def __call__(self, x: torch.Tensor, gelu: bool = False) -> torch.Tensor:
-        if self.packed is not None:  # oneDNN applies the GELU inside the product (a fused "post-op")
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.b, "gelu" if gelu else "none", [],
-                                                      "tanh" if gelu else "")
+    def __call__(self, x: torch.Tensor, gelu: bool = False, gemv: bool = False) -> torch.Tensor:
+        if self.rows is not None:
+            if gemv:  # one input row, as a reduction the compiler streams (see the module doc)
+                y = ((self.rows * x).sum(-1) + self.b).view(1, -1)
+            elif self.onednn and not torch.compiler.is_compiling():  # the prompt: as fast as "packed"
+                return linear_onednn(x, self.rows, self.b, gelu)
+            else:
+                y = F.linear(x, self.rows, self.b)
+            return gelu_new(y) if gelu else y
+        if self.packed is not None:
+            return linear_onednn(x, self.packed, self.b, gelu)
         y = torch.addmm(self.b, x, self.w)
         return gelu_new(y) if gelu else y
 
@@ -84,7 +106,8 @@ class BlockWeights:
     out: Proj  # [4 * d_model, d_model]
 
 
-def block_weights(hf, *, pack: bool = False, batch: int = 1) -> list[BlockWeights]:
+def block_weights(hf, *, pack: bool = False, rows: bool = False, onednn: bool = False,
+                  batch: int = 1) -> list[BlockWeights]:
     """The plain tensors of every block. Module names are GPT-2's (``ln_1``, ``attn.c_attn``, ...)."""
     cfg = hf.config
     if cfg.activation_function != "gelu_new" or cfg.reorder_and_upcast_attn or cfg.scale_attn_by_inverse_layer_idx:
@@ -93,7 +116,8 @@ def block_weights(hf, *, pack: bool = False, batch: int = 1) -> list[BlockWeight
 
     def proj(conv) -> Proj:
         w, b = conv.weight.detach(), conv.bias.detach()
-        return Proj(w, b, torch.ops.mkldnn._reorder_linear_weight(w.t().contiguous(), batch) if pack else None)
+        return Proj(w, b, torch.ops.mkldnn._reorder_linear_weight(w.t().contiguous(), batch) if pack else None,
+                    w.t().contiguous() if rows else None, onednn)
 
     out = []
     for blk in _hf.blocks(hf):
@@ -110,9 +134,9 @@ class FastDecoder:
         model: from ``inferlab.load()`` (GPT-2 family).
         max_tokens: cache slots (prompt + new tokens must fit); default the context length.
         batch: sequences decoded together (all the same length).
-        weights: ``"auto"`` (``"packed"`` on CPUs that can, with more than one thread; else
-            ``"transposed"`` on CPUs, ``"tied"`` elsewhere), ``"packed"``, ``"transposed"`` or ``"tied"``
-            (see the module docstring).
+        weights: ``"auto"`` (compiled on a CPU at batch 1: ``"rows"``; else ``"packed"`` on CPUs that
+            can, with more than one thread, ``"transposed"`` on other CPUs, ``"tied"`` elsewhere),
+            ``"packed"``, ``"rows"``, ``"transposed"`` or ``"tied"`` (see the module docstring).
         compile: ``torch.compile`` the fixed-shape step (tens of seconds the first time).
         cuda_graph: record the fixed-shape step as a CUDA graph (CUDA only; ``None``: on for CUDA).
 
@@ -132,14 +156,18 @@ class FastDecoder:
         can_pack = device.type == "cpu" and not compile and onednn_packing(model.info.dtype)
         if weights == "auto":  # oneDNN wins by spreading each product over cores; on one, MKL's GEMV does
             many = torch.get_num_threads() > 1
-            weights = "packed" if can_pack and many else "transposed" if device.type == "cpu" else "tied"
+            weights = ("rows" if compile and device.type == "cpu" and batch == 1 else
+                       "packed" if can_pack and many else "transposed" if device.type == "cpu" else "tied")
         if weights not in WEIGHTS or (weights == "packed" and not can_pack):
             raise bad_value("weights", weights, f"'auto' or one of {WEIGHTS} ('packed': CPU with oneDNN, not compiled)",
                             "leave weights='auto'")
         if cuda_graph and device.type != "cuda":
             raise bad_value("cuda_graph", cuda_graph, "True only on a CUDA device", "leave cuda_graph=None")
         self.weights = weights
-        self.blocks = block_weights(model.hf, pack=weights == "packed", batch=batch)
+        self._onednn = device.type == "cpu" and onednn_packing(model.info.dtype)  # takes plain [out, in] too
+        self.blocks = block_weights(model.hf, pack=weights == "packed", rows=weights == "rows", onednn=self._onednn,
+                                    batch=batch)
+        self._gemv = weights == "rows" and batch == 1 and compile  # decode products as reductions (module doc)
         self.wte, self.wpe = _hf.token_embedding(model.hf).weight, _hf.position_embedding(model.hf).weight
         ln_f = _hf.final_norm(model.hf)
         self.lnf_w, self.lnf_b, self.eps = ln_f.weight, ln_f.bias, cfg.layer_norm_epsilon
@@ -148,9 +176,11 @@ class FastDecoder:
         wte = self.wte.detach()
         self.head_t = wte.t().contiguous() if weights == "transposed" else None  # [d_model, vocab]
         self.head_packed = torch.ops.mkldnn._reorder_linear_weight(wte, batch) if weights == "packed" else None
-        shape = (cfg.n_layer, batch, cfg.n_head, self.max_tokens, cfg.n_embd // cfg.n_head)
-        self.k = torch.zeros(shape, dtype=self.wte.dtype, device=device)  # [layers, batch, heads, slots, head_dim]
-        self.v = torch.zeros_like(self.k)
+        # one [batch, heads, slots, head_dim] tensor per layer, not views of one big tensor: a compiled
+        # step then writes the new K, V in place instead of copying a layer's whole cache every step
+        shape = (batch, cfg.n_head, self.max_tokens, cfg.n_embd // cfg.n_head)
+        self.k = [torch.zeros(shape, dtype=self.wte.dtype, device=device) for _ in range(cfg.n_layer)]
+        self.v = [torch.zeros_like(t) for t in self.k]
         self.tokens = 0
         self.compiled = compile
         self.cuda_graph = (device.type == "cuda") if cuda_graph is None else cuda_graph
@@ -160,8 +190,9 @@ class FastDecoder:
     @property
     def extra_bytes(self) -> int:
         """Memory this decoder adds to the model's: the KV cache and any weight copies."""
-        copies = [self.head_t, self.head_packed] + [p.packed for b in self.blocks for p in (b.qkv, b.proj, b.fc, b.out)]
-        return sum(t.numel() * t.element_size() for t in [self.k, self.v, *copies] if t is not None)
+        projs = [p for b in self.blocks for p in (b.qkv, b.proj, b.fc, b.out)]
+        copies = [self.head_t, self.head_packed] + [p.packed for p in projs] + [p.rows for p in projs]
+        return sum(t.numel() * t.element_size() for t in [*self.k, *self.v, *copies] if t is not None)
 
     def __repr__(self) -> str:
         mode = "compiled" if self.compiled else "eager"
@@ -173,28 +204,42 @@ class FastDecoder:
     def _block(self, i: int, x: torch.Tensor, pos, n: int | None, mask) -> torch.Tensor:
         """One block on ``x`` ``[batch, T, d_model]``; writes K, V at ``pos`` (slice or index tensor)."""
         w, (B, T, d) = self.blocks[i], x.shape
+        gemv = self._gemv and n is None  # the compiled batch-1 step
         h = F.layer_norm(x, (d,), w.ln1_w, w.ln1_b, self.eps)
-        qkv = w.qkv(h.view(-1, d)).view(B, T, 3 * d)
+        qkv = w.qkv(h.view(-1, d), gemv=gemv).view(B, T, 3 * d)
         q, k, v = (t.view(B, T, self.n_head, -1).transpose(1, 2) for t in qkv.split(d, dim=2))  # [B, H, T, hd]
         if n is None:  # fixed shapes: write at the position tensor, attend over every slot with a mask
             self.k[i].index_copy_(2, pos, k)
             self.v[i].index_copy_(2, pos, v)
-            a = F.scaled_dot_product_attention(q, self.k[i], self.v[i], attn_mask=mask, scale=self.scale)
+            a = self._attend_fixed(q, self.k[i], self.v[i], mask)
         else:  # eager: write the slots, attend over the n filled ones (causal inside a prompt)
             self.k[i][:, :, pos] = k
             self.v[i][:, :, pos] = v
             a = F.scaled_dot_product_attention(q, self.k[i][:, :, :n], self.v[i][:, :, :n], is_causal=T > 1,
                                                scale=self.scale)
         a = a.transpose(1, 2).reshape(B, T, d)
-        x = w.proj(a.view(-1, d)).view(B, T, d) + x
+        x = w.proj(a.view(-1, d), gemv=gemv).view(B, T, d) + x
         h = F.layer_norm(x, (d,), w.ln2_w, w.ln2_b, self.eps)
-        return w.out(w.fc(h.view(-1, d), gelu=True)).view(B, T, d) + x
+        return w.out(w.fc(h.view(-1, d), gelu=True, gemv=gemv), gemv=gemv).view(B, T, d) + x
 
-    def _logits(self, x: torch.Tensor) -> torch.Tensor:
+    def _attend_fixed(self, q, k, v, mask) -> torch.Tensor:
+        """One query ``[B, H, 1, hd]`` over every cache slot ``[B, H, S, hd]``; ``mask`` ``[1, 1, 1, S]``."""
+        if not self._gemv:
+            return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
+        # softmax(q k^T * scale) v written as broadcasts and sums, so Inductor fuses it into two loops
+        s = ((k * q).sum(-1) * self.scale).unsqueeze(2)  # [B, H, 1, S]
+        p = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
+        return (p.transpose(-1, -2) * v).sum(2, keepdim=True)  # [B, H, 1, hd]
+
+    def _logits(self, x: torch.Tensor, gemv: bool = False) -> torch.Tensor:
         """Last position's ``[batch, d_model]`` -> logits ``[batch, vocab]``."""
         h = F.layer_norm(x[:, -1], (self.d,), self.lnf_w, self.lnf_b, self.eps)
+        if gemv:
+            return (self.wte * h).sum(-1).view(1, -1)
         if self.head_packed is not None:
-            return torch.ops.mkldnn._linear_pointwise(h, self.head_packed, None, "none", [], "")
+            return linear_onednn(h, self.head_packed, None)
+        if self.weights == "rows" and self._onednn and not torch.compiler.is_compiling():
+            return linear_onednn(h, self.wte, None)
         return h @ self.head_t if self.head_t is not None else F.linear(h, self.wte)
 
     def _forward(self, ids: torch.Tensor, start: int) -> torch.Tensor:
@@ -211,7 +256,7 @@ class FastDecoder:
         mask = (torch.arange(self.max_tokens, device=pos.device) <= pos).view(1, 1, 1, -1)
         for i in range(len(self.blocks)):
             x = self._block(i, x, pos, None, mask)
-        return self._logits(x)
+        return self._logits(x, gemv=self._gemv)
 
     # ------------------------------------------------------------------ prefill and decode
     @torch.inference_mode()
@@ -232,7 +277,7 @@ class FastDecoder:
         if self.tokens >= self.max_tokens:
             raise bad_value("max_tokens", self.max_tokens, f"more than the {self.tokens} positions used",
                             "build the FastDecoder with a larger max_tokens")
-        t = torch.as_tensor(token, dtype=torch.long, device=self.k.device).reshape(self.batch, 1)
+        t = torch.as_tensor(token, dtype=torch.long, device=self.wte.device).reshape(self.batch, 1)
         pos, self.tokens = self.tokens, self.tokens + 1
         if self._graph is not None:
             self._tok.copy_(t)
@@ -246,8 +291,8 @@ class FastDecoder:
     def _capture(self) -> None:
         """Record one fixed-shape step as a CUDA graph (after warm-up runs on a side stream)."""
         step = self._static_step or self._step_fixed
-        self._tok = torch.zeros(self.batch, 1, dtype=torch.long, device=self.k.device)
-        self._pos = torch.zeros(1, dtype=torch.long, device=self.k.device)
+        self._tok = torch.zeros(self.batch, 1, dtype=torch.long, device=self.wte.device)
+        self._pos = torch.zeros(1, dtype=torch.long, device=self.wte.device)
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.inference_mode(), torch.cuda.stream(stream):
@@ -257,8 +302,8 @@ class FastDecoder:
         self._graph = torch.cuda.CUDAGraph()
         with torch.inference_mode(), torch.cuda.graph(self._graph):
             self._out = step(self._tok, self._pos)
-        self.k.zero_()
-        self.v.zero_()
+        for t in self.k + self.v:
+            t.zero_()
 
     # ------------------------------------------------------------------ the loop
     def generate(self, prompt: str, max_new_tokens: int = 40, sampling: SamplingConfig | None = None, *,

@@ -1,7 +1,8 @@
 """Measuring where time and memory go: ``torch.profiler`` grouped for teaching.
 
 - ``profile_step(step)``: one decode step's time by group (matrix products, attention, norms and
-  activations, other operators) plus the Python & dispatch time around them.
+  activations, other operators) plus the Python & dispatch time around them. A ``torch.compile``d
+  step shows as one group, "compiled graph (fused)": its generated kernels do every operator at once.
 - ``peak_bytes(fn)``: the most memory a call allocates while it runs (CPU or CUDA).
 
 The profiler's C++ side prints start/stop lines on the process's stderr; ``quiet_stderr`` hides them.
@@ -20,8 +21,11 @@ from torch.profiler import ProfilerActivity, profile
 
 from .timing import clock, summarize, time_call
 
-GROUPS = ("matmuls", "attention", "norms & activations", "other ops", "Python & dispatch")
-_GROUP_WORDS = (("matmuls", ("addmm", "aten::mm", "linear", "matmul", "bmm", "int4pack", "int8pack", "aten::mv")),
+GROUPS = ("matmuls", "attention", "norms & activations", "other ops", "compiled graph (fused)", "Python & dispatch")
+_GROUP_WORDS = (("compiled graph (fused)", ("CompiledFxGraph",)),
+                ("Python & dispatch", ("TorchDynamo Cache Lookup", "Torch-Compiled Region", "AOTDispatcher",
+                                       "Pregraph bytecode")),
+                ("matmuls", ("addmm", "aten::mm", "linear", "matmul", "bmm", "int4pack", "int8pack", "aten::mv")),
                 ("attention", ("scaled_dot_product", "attention", "softmax")),
                 ("norms & activations", ("layer_norm", "tanh", "pow", "gelu", "aten::mul", "aten::add", "aten::div")))
 
@@ -88,6 +92,7 @@ def profile_step(step, *, label: str = "step", repeats: int = 10, warmup: int = 
     groups = dict.fromkeys(GROUPS, 0.0)
     for name, (t, _) in per_op.items():
         groups[op_group(name)] += t
+    groups["Python & dispatch"] = 0.0  # the rest of the wall time, whatever the profiler saw there
     groups["Python & dispatch"] = max(0.0, step_s - sum(groups.values()))
     top = sorted(((n, t, c) for n, (t, c) in per_op.items()), key=lambda r: -r[1])[:12]
     return StepProfile(label, step_s, groups, tuple(top))

@@ -15,7 +15,7 @@ from ..profiling import op_group
 from . import PALETTE, base_layout, require
 
 GROUP_COLORS = {"matmuls": PALETTE[0], "attention": PALETTE[1], "norms & activations": PALETTE[2],
-                "other ops": PALETTE[9], "Python & dispatch": PALETTE[3]}
+                "other ops": PALETTE[9], "compiled graph (fused)": PALETTE[4], "Python & dispatch": PALETTE[3]}
 
 
 def _floor_line(fig: go.Figure, floor_s: float | None, text: str, *, vertical: bool) -> None:
