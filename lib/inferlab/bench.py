@@ -162,15 +162,17 @@ def compiled_decoder(model: Model, slots: int, prompt: str, **kwargs) -> tuple[F
 
 
 def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: int = 3,
-                 compile: bool = False) -> list[PathRow]:
+                 compile: bool = False, slots: int | None = None) -> list[PathRow]:
     """TTFT/TPOT of each way to decode (greedy), interleaved, after one warm-up run each.
 
     Paths: the engine (``DynamicCache``), the engine with a pre-allocated ``StaticCache``, the fast
     path with the tied LM head, with the transposed head, with oneDNN-packed weights (CPU), and
     (``compile=True``) compiled (on a CPU: ``"rows"`` weights, see ``inferlab.fast``); on CUDA also with
     a CUDA graph. A compiled path that cannot be built is left out with a warning that says why.
+    ``slots``: the fast decoders' cache size (at least prompt + new tokens + 1, the default); pass the
+    size of another compiled decoder of the same model to reuse its compiled code.
     """
-    n = len(model.encode(prompt)) + new_tokens + 1
+    n = max(len(model.encode(prompt)) + new_tokens + 1, slots or 0)
     decoders = {"fast (tied head)": FastDecoder(model, n, weights="tied", cuda_graph=False),
                 "fast (transposed head)": FastDecoder(model, n, weights="transposed", cuda_graph=False)}
     if model.device.type == "cpu" and onednn_packing(model.info.dtype):
