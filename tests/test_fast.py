@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import inferlab as il
-from inferlab import bench, fast, profiling
+from inferlab import bench, fast, profiling, speedups, timing
 from inferlab.viz import speed
 
 PROMPT = "To be, or not to be, that is the question"
@@ -144,7 +144,7 @@ def test_peak_bytes_sees_an_allocation():
 
 
 def test_prefill_sweep_eager_materializes_more(model):
-    rows = bench.prefill_sweep(model, [16, 96], repeats=1)
+    rows = speedups.prefill_sweep(model, [16, 96], repeats=1)
     by = {(r.kernel, r.tokens): r for r in rows}
     assert by[("eager", 96)].peak_bytes > by[("sdpa", 96)].peak_bytes
     assert all(r.max_abs_diff < 1e-3 for r in rows)
@@ -153,7 +153,7 @@ def test_prefill_sweep_eager_materializes_more(model):
 
 
 def test_batch_sweep(model):
-    rows = bench.batch_sweep(model, [1, 4], context=8, steps=2, weights="tied")
+    rows = speedups.batch_sweep(model, [1, 4], context=8, steps=2, weights="tied")
     assert [r.batch for r in rows] == [1, 4]
     assert all(r.tokens_per_s > 0 for r in rows)
     fig = speed.batching_chart(rows)
@@ -177,18 +177,18 @@ def test_compiled_step_matches(model):
 
 
 def test_a_compiler_failure_is_reported_not_fatal(model, monkeypatch):
-    real = bench.FastDecoder
+    real = speedups.FastDecoder
 
     def no_compiler(*args, compile=False, **kwargs):
         if compile:
             raise RuntimeError("no C++ compiler found\n(details)")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(bench, "FastDecoder", no_compiler)
-    dec, why = bench.compiled_decoder(model, 32, PROMPT)
+    monkeypatch.setattr(speedups, "FastDecoder", no_compiler)
+    dec, why = speedups.compiled_decoder(model, 32, PROMPT)
     assert dec is None and why == "torch.compile failed: RuntimeError: no C++ compiler found"
     with pytest.warns(UserWarning, match=r"left out fast \+ torch.compile .*no C\+\+ compiler"):
-        rows = bench.decode_paths(model, PROMPT, 3, repeats=1, compile=True)
+        rows = speedups.decode_paths(model, PROMPT, 3, repeats=1, compile=True)
     assert "fast + torch.compile" not in [r.label for r in rows]
     result = bench.bench_model(model, prompt_tokens=8, new_tokens=3, repeats=1, variants=("fast", "fast+compile"),
                                log=lambda *_: None)
@@ -197,7 +197,7 @@ def test_a_compiler_failure_is_reported_not_fatal(model, monkeypatch):
 
 
 def test_decode_paths_agree_and_ladder_chart(model):
-    rows = bench.decode_paths(model, PROMPT, 4, repeats=1)
+    rows = speedups.decode_paths(model, PROMPT, 4, repeats=1)
     labels = [r.label for r in rows]
     assert labels[:4] == ["engine (DynamicCache)", "engine + StaticCache", "fast (tied head)", "fast (transposed head)"]
     assert len({r.tokens for r in rows}) == 1 and len(rows[0].tokens) == 4
@@ -208,7 +208,7 @@ def test_decode_paths_agree_and_ladder_chart(model):
 
 def test_interleave_warms_up_then_rotates():
     calls = []
-    out = bench.interleave({"a": lambda: calls.append("a") or 1, "b": lambda: calls.append("b") or 2}, 2)
+    out = timing.interleave({"a": lambda: calls.append("a") or 1, "b": lambda: calls.append("b") or 2}, 2)
     assert calls == ["a", "b", "a", "b", "b", "a"]
     assert out == {"a": [1, 1], "b": [2, 2]}
 
@@ -226,12 +226,13 @@ def test_benchmark_command_writes_json_and_table(tmp_path, capsys):
 
 
 def test_scoreboard_rows_compare_each_technique_with_its_baseline():
-    pre = [bench.PrefillRow("eager", 64, 0.02, 4_000_000, 0.0), bench.PrefillRow("sdpa", 64, 0.01, 1_000_000, 1e-6)]
+    pre = [speedups.PrefillRow("eager", 64, 0.02, 4_000_000, 0.0),
+           speedups.PrefillRow("sdpa", 64, 0.01, 1_000_000, 1e-6)]
     qrows = [{"kind": "fp32", "ttft_s": 0.1, "tpot_s": 0.02, "step_bytes": 4e6, "perplexity": 10.0},
              {"kind": "int8", "ttft_s": 0.1, "tpot_s": 0.01, "step_bytes": 1e6, "perplexity": 10.1}]
-    paths = [bench.PathRow("engine", 0.1, 0.02, (1, 2)), bench.PathRow("fast", 0.05, 0.01, (1, 2), 5_000_000)]
-    batches = [bench.BatchRow(1, 0.01), bench.BatchRow(8, 0.02)]
-    board = bench.scoreboard_rows(pre, qrows, {"tiny": (paths, 0.005)}, batches)
+    paths = [speedups.PathRow("engine", 0.1, 0.02, (1, 2)), speedups.PathRow("fast", 0.05, 0.01, (1, 2), 5_000_000)]
+    batches = [speedups.BatchRow(1, 0.01), speedups.BatchRow(8, 0.02)]
+    board = speedups.scoreboard_rows(pre, qrows, {"tiny": (paths, 0.005)}, batches)
     assert [r["technique"] for r in board] == ["SDPA vs eager attention (prefill)", "int8 weights", "fast (tiny)",
                                                "batch 8 vs 1"]
     assert board[0]["TTFT"] == "x0.50 at T=64" and board[0]["memory"] == "x0.25 peak"

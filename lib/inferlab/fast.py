@@ -19,9 +19,9 @@ a ten-line block and SDPA attention. More tricks, each a switch:
   ``"rows"`` weights (the default when compiling on a CPU at batch 1) each matrix-vector product is
   written as ``(W * x).sum(-1)`` and the attention as sums too: Inductor turns the whole step into
   streaming loops, each product fused with the bias, norm or GELU around it, with no Python between
-  operators. On the course's 2-core test machine that reads GPT-2's weights at close to the copy
-  bandwidth, where oneDNN's matrix-vector kernels reach about two thirds of it (``python -m
-  inferlab.bench``). The prompt still runs eagerly, its products through oneDNN.
+  operators. On the course's 2-core test machine the whole step reads GPT-2's weights at about 90%
+  of the copy bandwidth, where oneDNN's matrix-vector kernels alone reach about 70% (``python -m
+  inferlab.bench --profile``). The prompt still runs eagerly, its products through oneDNN.
 - ``cuda_graph`` (CUDA only, on by default there): the fixed-shape step is recorded once as a CUDA
   graph and replayed, so hundreds of kernel launches cost one.
 

@@ -6,6 +6,7 @@
 - So E2E = TTFT + (N - 1) x TPOT exactly. LLMPerf's per-token figure is E2E / N instead.
 
 The device is synchronized before every clock read (a GPU runs ahead of Python otherwise).
+``interleave`` times several variants in rotating order, so a busy machine slows them alike.
 """
 
 from __future__ import annotations
@@ -139,4 +140,18 @@ def time_call(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1,
         t0 = clock(device)
         fn()
         out.append(clock(device) - t0)
+    return out
+
+
+def interleave(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, list]:
+    """Call each function once untimed (warm-up), then ``repeats`` rounds, rotating the order each round.
+
+    A busy machine then slows every variant alike. Returns each name's results, in round order.
+    """
+    for fn in runs.values():
+        fn()
+    names, out = list(runs), {k: [] for k in runs}
+    for r in range(repeats):
+        for k in names[r % len(names):] + names[: r % len(names)]:
+            out[k].append(runs[k]())
     return out

@@ -72,9 +72,9 @@ def prefill_chart(rows: Sequence) -> go.Figure:
     """Prefill time and peak memory against prompt length, one line per attention kernel.
 
     Args:
-        rows: ``inferlab.bench.PrefillRow`` objects (``prefill_sweep``).
+        rows: ``inferlab.speedups.PrefillRow`` objects (``prefill_sweep``).
     """
-    require(len(rows) > 0, "rows is empty: run inferlab.bench.prefill_sweep(model, lengths) first")
+    require(len(rows) > 0, "rows is empty: run inferlab.speedups.prefill_sweep(model, lengths) first")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("prefill time", "peak memory allocated during prefill"))
     for i, kernel in enumerate(dict.fromkeys(r.kernel for r in rows)):
         sel = sorted((r for r in rows if r.kernel == kernel), key=lambda r: r.tokens)
@@ -131,9 +131,9 @@ def batching_chart(rows: Sequence) -> go.Figure:
     """Throughput of all users together (left axis) and each user's TPOT (right axis) against batch size.
 
     Args:
-        rows: ``inferlab.bench.BatchRow`` objects (``batch_sweep``).
+        rows: ``inferlab.speedups.BatchRow`` objects (``batch_sweep``).
     """
-    require(len(rows) > 0, "rows is empty: run inferlab.bench.batch_sweep(model, [1, 2, 4, ...]) first")
+    require(len(rows) > 0, "rows is empty: run inferlab.speedups.batch_sweep(model, [1, 2, 4, ...]) first")
     xs = [r.batch for r in rows]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     fig.add_scatter(x=xs, y=[r.tokens_per_s for r in rows], name="tokens/s (all users)", mode="lines+markers",
