@@ -54,11 +54,19 @@ def test_greedy_matches_hugging_face_generate(model, decoder):
     assert decoder.generate(PROMPT, max_new_tokens=12, stop_at_eos=False).generated_ids == ref
 
 
-def test_fixed_shape_step_used_by_compile_and_cuda_graphs_matches(model):
-    """The masked whole-cache step (what torch.compile and CUDA graphs run) agrees with the eager one."""
+@pytest.mark.parametrize("weights", ["tied", "rows"])
+def test_fixed_shape_step_used_by_compile_and_cuda_graphs_matches(model, weights):
+    """The masked whole-cache step (what torch.compile and CUDA graphs run) agrees with the eager one.
+
+    ``"rows"`` is the arithmetic of the compiled CPU step ((W * x).sum(-1), attention as sums), run here
+    uncompiled: torch.compile is lazy, so calling ``_step_fixed`` directly runs it eagerly.
+    """
     ids = model.encode(PROMPT)
-    eager, fixed = fast.FastDecoder(model, 40, weights="tied"), fast.FastDecoder(model, 40, weights="tied")
+    eager = fast.FastDecoder(model, 40, weights="tied")
+    fixed = fast.FastDecoder(model, 40, weights=weights, compile=weights == "rows")
+    assert fixed.weights == weights
     a, b = eager.prefill([ids]), fixed.prefill([ids])
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
     for _ in range(3):
         token = a.argmax(-1, keepdim=True)
         a = eager.step(token)
@@ -69,20 +77,8 @@ def test_fixed_shape_step_used_by_compile_and_cuda_graphs_matches(model):
         assert int(a.argmax()) == int(b.argmax())
 
 
-def test_rows_step_written_as_reductions_matches_the_eager_step(model):
-    """The arithmetic the compiled CPU step runs ((W * x).sum(-1), attention as sums), here uncompiled."""
-    ids = model.encode(PROMPT)
-    eager = fast.FastDecoder(model, 40, weights="tied")
-    rows = fast.FastDecoder(model, 40, compile=True)  # torch.compile is lazy: _step_fixed below runs eagerly
-    a, b = eager.prefill([ids]), rows.prefill([ids])
-    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
-    for _ in range(3):
-        token = a.argmax(-1, keepdim=True)
-        a = eager.step(token)
-        with torch.inference_mode():
-            b = rows._step_fixed(token, torch.tensor([rows.tokens]))
-        rows.tokens += 1
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-4)
+def test_rows_memory_is_the_cache_and_one_copy_of_each_block_matrix(model):
+    rows = fast.FastDecoder(model, 40, weights="rows")
     d, n = model.info.d_model, model.info.n_layer
     kv = 2 * n * 40 * d * 4
     assert rows.extra_bytes == kv + n * 12 * d * d * 4  # K, V and one [out, in] copy of each block matrix

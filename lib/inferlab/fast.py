@@ -153,7 +153,8 @@ class FastDecoder:
             raise bad_value("max_tokens", max_tokens, f"1 <= max_tokens <= n_ctx ({model.info.n_ctx})",
                             "size the cache for prompt + new tokens")
         device = model.device
-        can_pack = device.type == "cpu" and not compile and onednn_packing(model.info.dtype)
+        onednn = device.type == "cpu" and onednn_packing(model.info.dtype)  # also takes plain [out, in] weights
+        can_pack = onednn and not compile
         if weights == "auto":  # oneDNN wins by spreading each product over cores; on one, MKL's GEMV does
             many = torch.get_num_threads() > 1
             weights = ("rows" if compile and device.type == "cpu" and batch == 1 else
@@ -164,8 +165,8 @@ class FastDecoder:
         if cuda_graph and device.type != "cuda":
             raise bad_value("cuda_graph", cuda_graph, "True only on a CUDA device", "leave cuda_graph=None")
         self.weights = weights
-        self._onednn = device.type == "cpu" and onednn_packing(model.info.dtype)  # takes plain [out, in] too
-        self.blocks = block_weights(model.hf, pack=weights == "packed", rows=weights == "rows", onednn=self._onednn,
+        self._onednn = onednn
+        self.blocks = block_weights(model.hf, pack=weights == "packed", rows=weights == "rows", onednn=onednn,
                                     batch=batch)
         self._gemv = weights == "rows" and batch == 1 and compile  # decode products as reductions (module doc)
         self.wte, self.wpe = _hf.token_embedding(model.hf).weight, _hf.position_embedding(model.hf).weight
