@@ -11,5 +11,5 @@ fi
 python -m pip install -q --disable-pip-version-check -r requirements.txt
 export HF_HUB_OFFLINE=1 INFERLAB_MODEL=bundled   # CI and this suite run on the bundled model, no network
 ruff check .
-python -m inferlab.notebook_tools check
+python -m inferlab.tools.notebook_tools check
 python -m pytest "$@"

@@ -155,7 +155,7 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab):
 
 
 def test_offline_html_edition_renders_figures(browser, tmp_path):
-    from inferlab.export_html import export
+    from inferlab.tools.export_html import export
 
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
     pages = export(tmp_path / "site", notebooks)

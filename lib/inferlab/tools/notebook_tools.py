@@ -1,0 +1,246 @@
+"""Executing and checking the course notebooks (used by contributors and by the test suite).
+
+    python -m inferlab.tools.notebook_tools execute notebooks/01_tokens.ipynb [...]
+    python -m inferlab.tools.notebook_tools check             # every notebook: stored executed, fresh
+    python -m inferlab.tools.notebook_tools check --root ../other-clone
+
+Notebooks are committed executed, on the bundled model with no network, so GitHub and nbviewer show
+them. ``execute`` runs a notebook top to bottom and stamps a hash of its code cells into its metadata;
+``check`` (and ``tests/test_notebooks_stored.py``) fails when a notebook was edited after it was run,
+was never run, has an error output, or cannot be read.
+
+Which notebooks: those of the course folder you run the command in, never the ones next to the
+imported library (a second clone checks its own notebooks). The course folder is ``--root`` when
+given, otherwise the nearest folder at or above the current directory that holds a ``notebooks/``
+folder; ``check`` prints the folder it checked.
+
+Every failure is one line naming the notebook and the cause, and the exit status is 1; the other
+notebooks are still checked or executed. A notebook is written only after its run succeeded, and
+atomically (a temporary file beside it, then a rename), so an error or Ctrl-C never leaves it half-written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+STAMP_KEY = "inferlab"
+COMMAND = "python -m inferlab.tools.notebook_tools"
+
+
+class NotebookError(ValueError):
+    """A notebook that cannot be found, read or run; the message is one line, starting with its path."""
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the current directory when it lies below it (how a learner typed it)."""
+    if not Path(path).is_absolute():
+        return str(path)
+    rel = os.path.relpath(path)
+    return str(path) if rel.startswith("..") or rel == "." else rel
+
+
+def find_root(start: Path | None = None) -> Path:
+    """The nearest folder at or above ``start`` (default: the current directory) holding ``notebooks/``."""
+    here = Path.cwd() if start is None else Path(start)
+    for folder in (here.resolve(), *here.resolve().parents):
+        if (folder / "notebooks").is_dir():
+            return folder
+    raise NotebookError(f"{here}: no notebooks/ folder here or in any folder above. "
+                        "Fix: cd into your copy of the course, or pass --root PATH.")
+
+
+def notebooks_in(root: Path) -> list[Path]:
+    """Every ``notebooks/*.ipynb`` of the course folder ``root``, in reading order."""
+    folder = Path(root) / "notebooks"
+    if not folder.is_dir():
+        raise NotebookError(f"{root}: has no notebooks/ folder. Fix: pass --root the top folder of the course.")
+    return sorted(folder.glob("*.ipynb"))
+
+
+def read_notebook(path: Path):
+    """Read ``path`` as an nbformat-4 notebook, or raise ``NotebookError`` saying why it is not one."""
+    import nbformat
+
+    path = Path(path)
+    if path.is_dir():
+        raise NotebookError(f"{shown(path)}: is a folder, not a notebook. Fix: pass a .ipynb file inside it.")
+    if path.suffix != ".ipynb":
+        raise NotebookError(f"{shown(path)}: is not a notebook (expected a .ipynb file). "
+                            "Fix: pass a path such as notebooks/01_tokens.ipynb.")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise NotebookError(f"{shown(path)}: no such file. Fix: check the name (ls notebooks/).") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise NotebookError(f"{shown(path)}: cannot be read ({type(e).__name__}: {e}).") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise NotebookError(f"{shown(path)}: is not valid JSON ({e}); the file is truncated or was edited "
+                            f"by hand. Fix: restore it (git checkout -- {shown(path)}).") from None
+    if not isinstance(data, dict) or "cells" not in data:
+        raise NotebookError(f"{shown(path)}: is JSON but not a notebook (no 'cells' list). "
+                            f"Fix: restore it (git checkout -- {shown(path)}).")
+    try:
+        return nbformat.reads(text, as_version=4)
+    except Exception as e:  # nbformat raises ValidationError, TypeError, AttributeError... for malformed cells
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise NotebookError(f"{shown(path)}: is not a valid notebook ({first[:160]}). "
+                            f"Fix: restore it (git checkout -- {shown(path)}).") from None
+
+
+def code_hash(nb) -> str:
+    """SHA-256 of the code cells' sources, in order (what the stored outputs were made from)."""
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            h.update(cell.source.encode("utf-8"))
+            h.update(b"\x00")
+    return h.hexdigest()
+
+
+def problems(path: Path) -> list[str]:
+    """What is wrong with a stored notebook, one sentence each (empty list when it is executed and fresh)."""
+    try:
+        nb = read_notebook(path)
+    except NotebookError as e:
+        return [str(e).split(": ", 1)[1]]
+    out = []
+    code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    if any(c.execution_count is None for c in code):
+        out.append("has code cells that were never executed")
+    counts = [c.execution_count for c in code if c.execution_count is not None]
+    if counts != sorted(counts):
+        out.append("cells were executed out of order")
+    for c in code:
+        for o in c.get("outputs", []):
+            if o.get("output_type") == "error":
+                out.append(f"has an error output: {o.get('ename')}: {o.get('evalue')}"[:200])
+    stamp = nb.metadata.get(STAMP_KEY, {}).get("code_sha256")
+    if stamp is None:
+        out.append(f"was not executed with `{COMMAND} execute`")
+    elif stamp != code_hash(nb):
+        out.append(f"code changed after the stored outputs were made (stale): re-run `{COMMAND} execute {shown(path)}`")
+    return out
+
+
+def _write_atomically(nb, path: Path) -> None:
+    import nbformat
+
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            nbformat.write(nb, f)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _failed_cell(nb, error) -> str:
+    """'cell N raised Name: value' for the first cell holding an error output (N counts from 1)."""
+    for i, cell in enumerate(nb.cells, start=1):
+        for o in cell.get("outputs", []):
+            if o.get("output_type") == "error":
+                return f"cell {i} raised {o.get('ename')}: {o.get('evalue')}"[:240]
+    return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:240]
+
+
+def execute(path: Path, timeout: int = 900) -> float:
+    """Run ``path`` in place on the bundled model with the hub offline; returns seconds taken.
+
+    Raises ``NotebookError`` (one line, the stored notebook untouched) when it cannot be read or a cell fails.
+    """
+    import nbclient.output_widget
+    from jupyter_client.manager import KernelManager
+    from nbclient import NotebookClient
+
+    # nbclient mirrors what an ipywidgets Output captures back to the kernel; for a large figure
+    # (> ~64 kB) that message never gets its reply and the cell hangs until the timeout. The widget
+    # state is recorded either way, so the mirror is not needed for a stored notebook.
+    nbclient.output_widget.OutputWidget.send = lambda self, *args, **kwargs: None
+
+    path = Path(path)
+    nb = read_notebook(path)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("INFERLAB_MODEL", "bundled")
+    t0 = time.time()
+    # IPC sockets instead of TCP ports: several notebooks can execute at once without port races.
+    with tempfile.TemporaryDirectory(prefix="inferlab-kernel-") as tmp:
+        km = KernelManager(kernel_name="python3", transport="ipc", ip=str(Path(tmp) / "ipc"),
+                           connection_file=str(Path(tmp) / "kernel.json"))
+        client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3",
+                                resources={"metadata": {"path": str(path.parent)}}, store_widget_state=True)
+        try:
+            client.execute()
+        except Exception as e:  # a failing cell, a cell timeout, a dead or missing kernel: all end this notebook
+            raise NotebookError(f"{shown(path)}: not saved, {_failed_cell(nb, e)}. "
+                                f"Fix: run it in JupyterLab to see the whole error.") from None
+    nb.metadata[STAMP_KEY] = {"code_sha256": code_hash(nb), "model": os.environ["INFERLAB_MODEL"]}
+    _write_atomically(nb, path)
+    return time.time() - t0
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds >= 1")
+    return int(text)
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{execute,check}")
+    for name, text in (("execute", "run notebooks and store them executed (default: every notebook)"),
+                       ("check", "check stored notebooks are executed, fresh and error-free (default: every one)")):
+        p = sub.add_parser(name, help=text, description=text)
+        p.add_argument("notebooks", nargs="*", type=Path, help="notebook files (default: every notebooks/*.ipynb)")
+        p.add_argument("--root", type=Path, default=None,
+                       help="the course folder (default: the nearest folder at or above here holding notebooks/)")
+        if name == "execute":
+            p.add_argument("--timeout", type=_positive_int, default=900, help="seconds per cell (default: 900)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    # Files named on the command line win; otherwise every notebook of the course folder.
+    try:
+        folder = None if args.notebooks else Path(args.root or find_root()) / "notebooks"
+        paths = args.notebooks or notebooks_in(folder.parent)
+    except NotebookError as e:
+        print(e, file=sys.stderr)
+        return 1
+    if not paths:
+        print(f"{shown(folder)}: holds no .ipynb files. Fix: pass --root the top folder of the course.",
+              file=sys.stderr)
+        return 1
+    bad = 0
+    if args.command == "execute":
+        for p in paths:
+            try:
+                print(f"{shown(p)}: {execute(p, args.timeout):.1f} s", flush=True)
+            except NotebookError as e:
+                print(e, file=sys.stderr, flush=True)
+                bad += 1
+            except KeyboardInterrupt:
+                print(f"{shown(p)}: interrupted; the stored notebook is unchanged.", file=sys.stderr)
+                return 130
+        return 1 if bad else 0
+    for p in paths:
+        for issue in problems(p):
+            print(f"{shown(p)}: {issue}")
+            bad += 1
+    where = f" in {folder.resolve()}" if folder else ""
+    print(f"checked {len(paths)} notebook(s){where}: " + (f"{bad} problem(s)" if bad else "all executed and fresh"))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

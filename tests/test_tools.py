@@ -1,0 +1,281 @@
+"""The command-line tools under ``inferlab.tools``: bad input ends in one line and exit 1, nothing half-written.
+
+One test per tool runs the real command (``python -m inferlab.tools...``) in a subprocess; the other cases
+call the same ``main(argv)`` in this process (each subprocess pays ~5-10 s importing torch), where an escaping
+exception fails the test just as a traceback would.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from inferlab.tools import download, export_html, notebook_tools
+
+ROOT = Path(__file__).resolve().parents[1]
+TOOLS = ROOT / "lib" / "inferlab" / "tools"
+
+
+def _run(module: str, *args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k not in ("HF_HUB_OFFLINE", "HF_ENDPOINT")}
+    return subprocess.run([sys.executable, "-m", f"inferlab.tools.{module}", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120, env={**base, "INFERLAB_MODEL": "bundled", **(env or {})})
+
+
+def _lines(text: str) -> list[str]:
+    assert "Traceback" not in text, text
+    return [line for line in text.splitlines() if line.strip()]
+
+
+def _notebook(path: Path, *sources: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# A notebook"),
+                                         *(nbformat.v4.new_code_cell(s) for s in sources)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+def _clone(tmp_path: Path) -> Path:
+    """A second copy of the course: notebooks/ with the first two real notebooks."""
+    clone = tmp_path / "clone"
+    (clone / "notebooks").mkdir(parents=True)
+    for src in sorted((ROOT / "notebooks").glob("*.ipynb"))[:2]:
+        shutil.copy(src, clone / "notebooks" / src.name)
+    return clone
+
+
+# --- notebook_tools -------------------------------------------------------------------------------------------
+
+
+def test_check_checks_the_clone_it_runs_in_and_names_each_bad_notebook(tmp_path):
+    clone = _clone(tmp_path)
+    first, second = sorted((clone / "notebooks").glob("*.ipynb"))
+    first.write_text(first.read_text(encoding="utf-8")[:5000], encoding="utf-8")  # truncated: invalid JSON
+    nb = nbformat.read(second, as_version=4)
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.source += "\n# edited after it was run"
+    nbformat.write(nb, second)
+
+    result = _run("notebook_tools", "check", cwd=clone)
+    assert result.returncode == 1, result.stdout + result.stderr
+    lines = _lines(result.stdout + result.stderr)
+    # one line for the truncated notebook, and the one after it was still checked (found stale)
+    assert [line for line in lines if first.name in line] == [
+        f"notebooks/{first.name}: is not valid JSON ({_json_error(first)}); the file is truncated or was edited "
+        f"by hand. Fix: restore it (git checkout -- notebooks/{first.name})."]
+    assert any(line.startswith(f"notebooks/{second.name}: code changed after") for line in lines), lines
+    assert lines[-1] == f"checked 2 notebook(s) in {(clone / 'notebooks').resolve()}: 2 problem(s)"
+
+
+def _json_error(path: Path) -> str:
+    import json
+
+    try:
+        json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as e:
+        return str(e)
+    raise AssertionError(f"{path} is valid JSON")
+
+
+def test_check_from_a_subfolder_and_with_root(tmp_path, capsys, monkeypatch):
+    clone = _clone(tmp_path)
+    monkeypatch.chdir(clone / "notebooks")  # the course folder is found by walking up
+    assert notebook_tools.main(["check"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == \
+        f"checked 2 notebook(s) in {(clone / 'notebooks').resolve()}: all executed and fresh"
+    monkeypatch.chdir(tmp_path)
+    assert notebook_tools.main(["check", "--root", "clone"]) == 0
+    assert "all executed and fresh" in capsys.readouterr().out
+
+
+def test_check_outside_a_course_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert notebook_tools.main(["check"]) == 1
+    assert _lines(capsys.readouterr().err) == [
+        f"{tmp_path}: no notebooks/ folder here or in any folder above. "
+        "Fix: cd into your copy of the course, or pass --root PATH."]
+    assert notebook_tools.main(["check", "--root", str(tmp_path)]) == 1
+    assert _lines(capsys.readouterr().err) == [
+        f"{tmp_path}: has no notebooks/ folder. Fix: pass --root the top folder of the course."]
+
+
+@pytest.mark.parametrize("name, content, says", [
+    ("missing.ipynb", None, "no such file"),
+    ("README.md", "# not a notebook", "is not a notebook (expected a .ipynb file)"),
+    ("a_folder.ipynb", "<dir>", "is a folder, not a notebook"),
+    ("empty.ipynb", "", "is not valid JSON"),
+    ("list.ipynb", "[]", "is JSON but not a notebook"),
+    ("bad_cell.ipynb", '{"nbformat": 4, "nbformat_minor": 5, "metadata": {}, "cells": [5]}',
+     "is not a valid notebook"),
+], ids=["missing", "not-ipynb", "folder", "empty", "json-list", "bad-cell"])
+@pytest.mark.parametrize("command", ["check", "execute"])
+def test_a_path_that_is_not_a_notebook_is_one_line(tmp_path, capsys, monkeypatch, command, name, content, says):
+    monkeypatch.chdir(tmp_path)
+    if content == "<dir>":
+        (tmp_path / name).mkdir()
+    elif content is not None:
+        (tmp_path / name).write_text(content)
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    assert notebook_tools.main([command, name]) == 1
+    out = capsys.readouterr()
+    bad = [line for line in _lines(out.out + out.err) if line.startswith(f"{name}: ")]
+    assert len(bad) == 1 and says in bad[0], out
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+@pytest.mark.parametrize("argv", [[], ["frobnicate"], ["execute", "--timeout", "0", "x.ipynb"]])
+def test_usage_errors_exit_2(capsys, argv):
+    with pytest.raises(SystemExit) as stop:
+        notebook_tools.main(argv)
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: python -m inferlab.tools.notebook_tools") and "error:" in err
+    assert "Traceback" not in err
+
+
+def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouched(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INFERLAB_MODEL", "bundled")  # execute() sets it when missing; restored afterwards
+    bad = _notebook(tmp_path / "notebooks" / "01_bad.ipynb", "x = 1", "1 / 0")
+    good = _notebook(tmp_path / "notebooks" / "02_good.ipynb", "print(6 * 7)")
+    bad_before = bad.read_bytes()
+    assert notebook_tools.main(["execute", "--timeout", "120"]) == 1
+    out = capsys.readouterr()
+    assert _lines(out.err) == ["notebooks/01_bad.ipynb: not saved, cell 3 raised ZeroDivisionError: division by zero. "
+                               "Fix: run it in JupyterLab to see the whole error."]
+    assert bad.read_bytes() == bad_before
+    assert notebook_tools.problems(good) == []
+    assert nbformat.read(good, as_version=4).cells[1].outputs[0]["text"] == "42\n"
+    assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["01_bad.ipynb", "02_good.ipynb"]
+
+
+# --- export_html ----------------------------------------------------------------------------------------------
+
+
+def test_export_out_pointing_at_a_file(tmp_path):
+    clone = _clone(tmp_path)
+    (clone / "site").write_text("keep me")
+    result = _run("export_html", "--out", "site", cwd=clone)
+    assert result.returncode == 1
+    fix = "Fix: pass a folder name (it is created if missing), e.g. --out site."
+    assert _lines(result.stdout + result.stderr) == [f"--out site: site is a file, not a folder. {fix}"]
+    assert (clone / "site").read_text() == "keep me"
+    assert sorted(p.name for p in clone.iterdir()) == ["notebooks", "site"]
+
+
+def test_export_with_a_bad_notebook_writes_nothing(tmp_path, capsys, monkeypatch):
+    clone = _clone(tmp_path)
+    monkeypatch.chdir(clone)
+    broken = sorted((clone / "notebooks").glob("*.ipynb"))[1]
+    broken.write_text("{")
+    assert export_html.main(["--out", "out/site"]) == 1
+    lines = _lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith(f"notebooks/{broken.name}: is not valid JSON"), lines
+    assert sorted(p.name for p in clone.iterdir()) == ["notebooks"]
+
+
+def test_export_builds_beside_out_and_moves_in(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    nb = _notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "notes.txt").write_text("mine")
+    assert export_html.main(["--out", "site", str(nb)]) == 0
+    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == \
+        ["01_one.html", "index.html", "notes.txt", "plotly.min.js"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]  # no .partial folder left
+    assert capsys.readouterr().out.splitlines()[-1] == "open site/index.html"
+
+
+# --- download -------------------------------------------------------------------------------------------------
+
+
+def test_download_with_the_hub_unreachable_is_one_line_and_leaves_no_folder(tmp_path):
+    # TEST-NET-1 (RFC 5737) is never routed: packets vanish, so this also proves the probe gives up after 3 s
+    result = _run("download", "gpt2", "--out", "models/gpt2", cwd=tmp_path, env={"HF_ENDPOINT": "https://192.0.2.1"})
+    assert result.returncode == 1
+    assert _lines(result.stdout + result.stderr) == [
+        "could not download 'gpt2': the Hugging Face Hub (192.0.2.1) is not reachable from this machine within 3 s. "
+        "Fix: run this once where there is a network (or set HTTPS_PROXY), then copy the --out folder to this machine."]
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_with_hf_hub_offline_is_one_line_and_leaves_no_folder(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    assert download.main(["gpt2", "--out", "models/gpt2"]) == 1
+    lines = _lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith(
+        "could not download 'gpt2': HF_HUB_OFFLINE is set, so the Hugging Face Hub is not contacted. Fix: "), lines
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_refuses_an_out_that_is_taken(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "config.json").write_text("{}")
+    for out, says in [("a_file", "--out a_file: a_file is a file, not a folder."),
+                      ("a_file/gpt2", "--out a_file/gpt2: a_file is a file, not a folder."),
+                      ("full", "--out full: the folder exists and is not empty.")]:
+        assert download.main(["gpt2", "--out", out]) == 1
+        lines = _lines(capsys.readouterr().err)
+        assert len(lines) == 1 and lines[0].startswith(says), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file", "full"]
+    assert [p.name for p in (tmp_path / "full").iterdir()] == ["config.json"]
+
+
+def test_download_renames_only_a_folder_that_loads(tmp_path, capsys, monkeypatch):
+    bundled = ROOT / "data" / "models" / "tiny-gpt2-shakespeare"
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # verify() sets it; monkeypatch restores it afterwards
+
+    def fetch_config_only(name, into, revision):  # what a hub checkpoint without tokenizer/weights would give
+        shutil.copy(bundled / "config.json", into)
+
+    monkeypatch.setattr(download, "_fetch", fetch_config_only)
+    assert download.main(["gpt2", "--out", "models/gpt2"]) == 1
+    lines = _lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith("downloaded 'gpt2' but it does not load as a GPT-2 model: ")
+    assert list(tmp_path.iterdir()) == []
+
+    def fetch_bundled(name, into, revision):
+        for f in bundled.iterdir():
+            shutil.copy(f, into)
+
+    monkeypatch.setattr(download, "_fetch", fetch_bundled)
+    assert download.main(["gpt2", "--out", "models/gpt2"]) == 0
+    assert sorted(p.name for p in (tmp_path / "models" / "gpt2").iterdir()) == sorted(p.name for p in bundled.iterdir())
+    assert [p.name for p in (tmp_path / "models").iterdir()] == ["gpt2"]  # the temporary folder was renamed
+    assert "partial" not in capsys.readouterr().out
+
+
+# --- layout ---------------------------------------------------------------------------------------------------
+
+
+def test_tooling_lives_under_tools_and_not_at_the_package_root():
+    for name in ("__init__.py", "notebook_tools.py", "export_html.py", "download.py", "bench.py"):
+        assert (TOOLS / name).is_file(), f"lib/inferlab/tools/{name} is missing"
+    for name in ("bench.py", "notebook_tools.py", "export_html.py", "download.py"):
+        assert not (ROOT / "lib" / "inferlab" / name).exists(), f"lib/inferlab/{name}: tooling belongs in tools/"
+    doc = (TOOLS / "__init__.py").read_text()
+    for name in ("notebook_tools", "export_html", "download", "bench"):
+        assert f"python -m inferlab.tools.{name}" in doc, name
+
+
+def test_docs_and_scripts_name_the_tools_by_their_new_path():
+    import re
+
+    old = re.compile(r"inferlab\.(bench|notebook_tools|export_html|download)\b")
+    files = [ROOT / "README.md", ROOT / "CONTRIBUTING.md", ROOT / "tests" / "run.sh", ROOT / ".ci" / "run",
+             *(ROOT / "docs").glob("*.md"), *(ROOT / "notebooks").glob("*.ipynb"), *(ROOT / "lib").rglob("*.py"),
+             *(ROOT / "tests").glob("*.py")]
+    stale = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in files for m in old.finditer(p.read_text(encoding="utf-8"))]
+    assert not stale, f"old tool paths (now inferlab.tools.*): {stale}"
+    assert "python -m inferlab.tools.notebook_tools check" in (ROOT / "tests" / "run.sh").read_text()
