@@ -1,14 +1,14 @@
-"""TTFT/TPOT measurement (inferlab.latency), its figures (viz.latency) and the streaming widget."""
+"""TTFT/TPOT of whole requests (inferlab.measure.latency), figures of measured time (viz.latency), streaming widget."""
 
 from __future__ import annotations
-
-import math
 
 import pytest
 
 import inferlab as il
-from inferlab import latency as L
-from inferlab.cost import PUBLISHED_SHAPES, MachineProfile
+from inferlab import measure
+from inferlab.cost import PUBLISHED_SHAPES, MachineProfile, decode_cost
+from inferlab.measure import Sweep
+from inferlab.measure import latency as L
 from inferlab.timing import Latency
 from inferlab.viz import latency as V
 from inferlab.widgets.streaming import streaming_view
@@ -27,14 +27,10 @@ def fake_measurement(trace, ttfts=(0.010, 0.012, 0.011), tpot=0.002, n=5) -> L.M
     return L.Measurement(PROMPT, 6, runs, (), trace, {})
 
 
-# ----------------------------------------------------------------------------- definitions
-def test_definitions_on_made_up_timestamps():
+# ----------------------------------------------------------------------------- helpers
+def test_token_times_rebuilds_arrivals():
     lat = Latency.from_times(1.0, [1.25, 1.30, 1.34, 1.40, 1.45])
-    assert lat.ttft == pytest.approx(0.25) and lat.e2e == pytest.approx(0.45)
-    assert lat.tpot == pytest.approx(0.05)  # (0.45 - 0.25) / 4: the first token is excluded
-    assert lat.itl == pytest.approx((0.05, 0.04, 0.06, 0.05))
-    assert lat.llmperf_per_token == pytest.approx(0.09)  # E2E / N, a different number
-    assert L.token_times(lat) == pytest.approx([0.25, 0.30, 0.34, 0.40, 0.45])
+    assert L.token_times(lat) == pytest.approx([0.25, 0.30, 0.34, 0.40, 0.45])  # TTFT, then + each gap
 
 
 def test_summary_markdown_converts_to_ms():
@@ -48,12 +44,6 @@ def test_measure_counts_runs_and_tokens(measured):
     assert all(r.n_tokens == 5 for r in measured.runs)  # EOS ignored: every run makes exactly N
     assert measured.prompt_tokens == len(il.load("bundled", verbose=False).encode(PROMPT))
     assert measured.trace.latency == measured.runs[-1]
-
-
-def test_identity_holds_on_measured_numbers(measured):
-    assert measured.identity_gap < 1e-12
-    for r in measured.runs:
-        assert math.isclose(r.e2e, r.ttft + (r.n_tokens - 1) * r.tpot, rel_tol=1e-12)
 
 
 def test_summaries_are_ordered(measured):
@@ -87,15 +77,15 @@ def test_prompt_of_length_is_close(model):
 
 def test_ttft_sweep_reports_real_lengths(model):
     s = L.ttft_sweep(model, [4, 40], repeats=2, warmup=0)
-    assert len(s.xs) == 2 and s.xs[0] < s.xs[1] and all(len(v) == 2 for v in s.values)
-    assert all(v > 0 for vals in s.values for v in vals)
+    assert len(s.xs) == 2 and s.xs[0] < s.xs[1] and all(len(v) == 2 for v in s.times)
+    assert all(v > 0 for vals in s.times for v in vals)
 
 
 def test_tpot_sweep_bins_every_gap(model):
     s = L.tpot_sweep(model, PROMPT, 9, bin_size=3, repeats=2, warmup=0)
     n_prompt = len(model.encode(PROMPT))
     assert s.xs == (n_prompt + 1, n_prompt + 4, n_prompt + 7)
-    assert sum(len(v) for v in s.values) == 2 * 8  # repeats x (N - 1) gaps
+    assert sum(len(v) for v in s.times) == 2 * 8  # repeats x (N - 1) gaps
 
 
 def test_thinking_delays_the_first_visible_token(model):
@@ -110,13 +100,6 @@ def test_split_thinking(short_trace):
     assert lat.ttft == short_trace.token_times[2] and lat.n_tokens == len(short_trace.token_times) - 2
     with pytest.raises(ValueError, match="budget"):
         L.split_thinking(short_trace, 99)
-
-
-def test_batch_sweep_counts_steps(model):
-    points = L.batch_sweep(model, PROMPT, (1, 3), new_tokens=3, repeats=2)
-    assert [p.batch for p in points] == [1, 3]
-    assert all(p.step.n == 6 and p.prefill.n == 2 for p in points)
-    assert points[1].tokens_per_second == pytest.approx(3 / points[1].step.median)
 
 
 def test_load_variant_and_compare(model):
@@ -136,28 +119,30 @@ def test_load_variant_reports_what_is_missing(model):
     assert none is None and "cuda" in why
 
 
-def test_predictions_are_floors_plus_overhead(model, short_trace):
+def test_predictions_are_floors_plus_overhead_by_hand(model, short_trace):
     machine = MachineProfile("cpu", "float32", bytes_per_s=20e9, flops_per_s=100e9, copy_mb=1, matmul_n=1)
-    meas = fake_measurement(short_trace)
+    meas = fake_measurement(short_trace)  # 6 prompt tokens, 5 new: the step at context 6 + 5 // 2 = 8
     shapes = {k: v for k, v in PUBLISHED_SHAPES.items() if k.startswith("gpt2")}
-    preds = L.predict_sizes(meas, model, machine, shapes)
-    assert preds[0].measured and preds[0].tpot_s == pytest.approx(0.002)
-    assert [p.name for p in preds[1:]] == list(shapes) and not any(p.measured for p in preds[1:])
-    assert all(p.tpot_s >= p.tpot_floor_s and p.ttft_s >= p.ttft_floor_s for p in preds)
-    per_layer = (preds[0].tpot_s - preds[0].tpot_floor_s) / model.info.n_layer  # measured overhead per layer
-    assert preds[1].tpot_s == pytest.approx(preds[1].tpot_floor_s + per_layer * shapes["gpt2"].n_layer)
-    tpots = [p.tpot_s for p in preds[1:]]
-    assert tpots == sorted(tpots)  # bigger model, slower step
+    preds = measure.predict_sizes(meas, model, machine, shapes)
+    assert [p.name for p in preds] == [model.info.name, *shapes] and preds[0].measured
+    assert not any(p.measured for p in preds[1:])
+    # bundled model: 37,079,680 B of weights + 9 x 5,120 B of cache = 37,125,760 B -> floor 1.856288 ms;
+    # measured 2 ms, so 0.143712 ms above the floor, 0.035928 ms per layer (4 layers)
+    assert preds[0].tpot_floor_s == pytest.approx(1.856288e-3) and preds[0].tpot_s == pytest.approx(2e-3)
+    # GPT-2 small: 494,128,128 + 9 x 73,728 = 494,791,680 B -> 24.739584 ms, + 12 layers x 0.035928 ms
+    assert preds[1].tpot_floor_s == pytest.approx(24.739584e-3)
+    assert preds[1].tpot_s == pytest.approx(25.170720e-3)
     assert preds[1].tpot_bound == "memory"  # decode at batch 1 is memory-bound
     assert "PREDICTED" in repr(preds[1])
     real = {"gpt2": fake_measurement(short_trace, tpot=0.03)}
-    again = L.predict_sizes(meas, model, machine, shapes, also_measured=real)
+    again = measure.predict_sizes(meas, model, machine, shapes, also_measured=real)
     assert again[1].measured and again[1].tpot_s == pytest.approx(0.03) and not again[2].measured
 
 
 def test_cached_model_never_downloads(model, monkeypatch):
-    monkeypatch.setattr(L._hf, "hub_cached", lambda name: False)
+    monkeypatch.setattr(il.models, "hub_cached", lambda name: False)
     assert L.cached_model("gpt2", model) is None
+    assert L.cached_model(model.info.name, model) is None  # the loaded model is not loaded twice
 
 
 # ----------------------------------------------------------------------------- figures
@@ -175,16 +160,36 @@ def test_timeline_content(short_trace):
         V.timeline(il.Trace(prompt="x", prompt_ids=[1], prompt_pieces=["x"]))
 
 
-def test_sweep_figures():
-    s = L.Sweep("TTFT", "prompt length (tokens)", (8, 64), ((0.01, 0.012), (0.02, 0.03)))
-    box = V.sweep(s)
+TTFT = Sweep("TTFT", "prompt length (tokens)", (8, 64), ((0.01, 0.012), (0.02, 0.03)), (8, 64))
+
+
+def test_sweep_figure_box_and_band():
+    box = V.sweep_figure(TTFT, style="box")
     assert [t.type for t in box.data] == ["box", "box", "scatter"]
     assert list(box.data[-1].y) == pytest.approx([11.0, 25.0])  # medians in ms
-    band = V.sweep(s, style="band")
-    assert [t.name for t in band.data] == ["min to max of repeats", "p90", "median"]
-    assert band.layout.yaxis.title.text == "TTFT (ms)"
+    assert box.layout.yaxis.title.text == "TTFT (ms)" and box.layout.xaxis.title.text == "prompt length (tokens)"
+    band = V.sweep_figure(TTFT)
+    top, low, median = band.data
+    assert list(top.y) == pytest.approx([12.0, 30.0]) and list(low.y) == pytest.approx([10.0, 20.0])
+    assert low.fill == "tonexty" and "2 repeats" in median.hovertext[0]
     with pytest.raises(ValueError, match="style"):
-        V.sweep(s, style="violin")
+        V.sweep_figure(TTFT, style="violin")
+    with pytest.raises(ValueError, match="Fix"):
+        V.sweep_figure([0.1, 0.2])
+
+
+def test_sweep_figure_with_floors():
+    prefill = Sweep("prefill", "prompt length (tokens)", (8, 64, 256), ((0.019, 0.020, 0.026),) * 3, (8, 64, 256),
+                    model="gpt2", device="cpu", dtype="float32")
+    machine = MachineProfile("cpu", "float32", 20e9, 100e9, 1, 1)
+    floors = measure.sweep_costs(prefill, PUBLISHED_SHAPES["gpt2"], machine)
+    fig = V.sweep_figure(prefill, floors)
+    assert len(fig.data) == 4  # band top, band bottom (filled), median, floor
+    assert list(fig.data[3].y) == pytest.approx([c.floor_s * 1e3 for c in floors])
+    assert "bound" in fig.data[3].hovertext[0] and "Prefill" in fig.layout.title.text
+    assert fig.layout.yaxis.title.text == "time per forward (ms)"
+    with pytest.raises(ValueError, match="sweep_costs"):
+        V.sweep_figure(prefill, floors=[decode_cost(PUBLISHED_SHAPES["gpt2"], 1)] * 3)  # no machine -> no floors
 
 
 def test_warmup_compare_batch_figures(short_trace):
@@ -193,14 +198,18 @@ def test_warmup_compare_batch_figures(short_trace):
     assert fig.data[0].x[0] == "call 1 (cold)" and len(fig.data) == 2
     fig = V.compare({"a": meas, "b": meas})
     assert len(fig.data) == 2 and list(fig.data[1].x) == ["a", "b"]
-    bp = L.BatchPoint(4, il.summarize([0.01]), il.summarize([0.002, 0.002]))
-    fig = V.batch([bp])
-    assert fig.data[0].y[0] == pytest.approx(2000) and fig.data[1].y[0] == pytest.approx(2.0)
+    batch = Sweep("decode-batch", "batch size (sequences)", (1, 4), ((0.001, 0.001), (0.002, 0.002)), (1, 4))
+    fig = V.batch(batch)
+    assert list(fig.data[0].y) == pytest.approx([1000, 2000])  # tokens/s: 1 / 1 ms, 4 / 2 ms
+    assert list(fig.data[1].y) == pytest.approx([1.0, 2.0])  # each user's TPOT in ms
+    assert (fig.data[0].yaxis, fig.data[1].yaxis) == ("y", "y2")  # bars on the left axis, the line on the right
+    with pytest.raises(ValueError, match="batch_sweep"):
+        V.batch(TTFT)
 
 
 def test_model_size_and_thinking_figures(model, short_trace):
     machine = MachineProfile("cpu", "float32", 20e9, 100e9, 1, 1)
-    preds = L.predict_sizes(fake_measurement(short_trace), model, machine, {"gpt2": PUBLISHED_SHAPES["gpt2"]})
+    preds = measure.predict_sizes(fake_measurement(short_trace), model, machine, {"gpt2": PUBLISHED_SHAPES["gpt2"]})
     fig = V.model_sizes(preds)
     assert any("PREDICTED" in (t.name or "") for t in fig.data)
     assert fig.layout.yaxis.type == "log"

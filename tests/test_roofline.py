@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import inferlab as il
-from inferlab import cost, sweeps
+from inferlab import cost, measure
+from inferlab.measure import Sweep
 from inferlab.viz import kvcache as vk
 from inferlab.viz import roofline as vr
 from inferlab.widgets import kvcache as wk
@@ -17,13 +18,13 @@ MACHINE = cost.MachineProfile("cpu", "float32", bytes_per_s=20e9, flops_per_s=10
 SHAPE = cost.PUBLISHED_SHAPES["gpt2"]
 
 
-def recorded(job: str, xs, medians, context: int = 0) -> sweeps.Sweep:
+def recorded(job: str, xs, medians, context: int = 0) -> Sweep:
     """A sweep as it was recorded on a CPU (three repeats per point, seconds)."""
     tokens = tuple(xs) if job != "decode" else (1,) * len(xs)
     times = tuple((m * 0.95, m, m * 1.3) for m in medians)
-    return sweeps.Sweep(job, {"prefill": "prompt length (tokens)", "decode": "context (tokens in the cache)"}
-                        .get(job, "batch size (sequences)"), tuple(xs), tokens, times, 1, context,
-                        "cpu", "float32", "gpt2")
+    x_name = {"prefill": "prompt length (tokens)", "decode": "context (tokens in the cache)"}.get(
+        job, "batch size (sequences)")
+    return Sweep(job, x_name, tuple(xs), times, tokens, context=context, model="gpt2", device="cpu", dtype="float32")
 
 
 PREFILL = recorded("prefill", (8, 64, 256), (0.020, 0.060, 0.21))
@@ -32,30 +33,8 @@ BATCH = recorded("decode-batch", (1, 2, 4, 8, 16, 32), (0.036, 0.037, 0.039, 0.0
 
 
 # ----------------------------------------------------------------------------- viz.roofline
-def test_sweep_figure_band_median_floor():
-    floors = sweeps.sweep_costs(PREFILL, SHAPE, MACHINE)
-    fig = vr.sweep_figure(PREFILL, floors)
-    assert len(fig.data) == 4  # band top, band bottom (filled), median, floor
-    band_top, band_low, median, floor = fig.data
-    assert list(band_top.y) == pytest.approx([0.020 * 1.3e3, 0.060 * 1.3e3, 0.21 * 1.3e3])
-    assert band_low.fill == "tonexty"
-    assert list(median.y) == pytest.approx([20, 60, 210])
-    assert list(floor.y) == pytest.approx([c.floor_s * 1e3 for c in floors])
-    assert "3 repeats" in median.hovertext[0] and "bound" in floor.hovertext[0]
-    assert fig.layout.xaxis.title.text == "prompt length (tokens)"
-    assert "ms" in fig.layout.yaxis.title.text
-    assert len(vr.sweep_figure(DECODE).data) == 3
-
-
-def test_sweep_figure_bad_input():
-    with pytest.raises(ValueError, match="Fix"):
-        vr.sweep_figure([0.1, 0.2])
-    with pytest.raises(ValueError, match="sweep_costs"):
-        vr.sweep_figure(PREFILL, floors=[cost.decode_cost(SHAPE, 1)])  # no machine -> no floors
-
-
 def test_batch_figure():
-    turn = sweeps.turn_batch(BATCH)
+    turn = measure.turn_batch(BATCH)
     assert turn == 16
     fig = vr.batch_figure(BATCH, turn)
     names = [t.name for t in fig.data]
@@ -84,7 +63,7 @@ def test_cost_table():
 
 
 def test_roofline_points_and_slider():
-    points = sweeps.roofline_points(PREFILL, SHAPE, MACHINE) + sweeps.roofline_points(DECODE, SHAPE, MACHINE)
+    points = measure.roofline_points(PREFILL, SHAPE, MACHINE) + measure.roofline_points(DECODE, SHAPE, MACHINE)
     sizes = [1, 4, 16, 64]
     what_if = [(n, cost.prefill_cost(SHAPE, n), cost.decode_cost(SHAPE, 64, n)) for n in sizes]
     fig = vr.roofline(MACHINE, points, what_if)
@@ -105,7 +84,7 @@ def test_roofline_points_and_slider():
 
 
 def test_myth_figure():
-    check = sweeps.MythCheck(from_compute_s=0.001, from_bandwidth_s=0.02, measured_s=0.036, context=8)
+    check = measure.MythCheck(from_compute_s=0.001, from_bandwidth_s=0.02, measured_s=0.036, context=8)
     fig = vr.myth_figure(check)
     assert list(fig.data[0].y) == pytest.approx([1.0, 20.0, 36.0])
     assert fig.layout.yaxis.type == "log"
@@ -157,7 +136,7 @@ def test_cache_bytes_figure(model):
 
 
 def test_cache_timing_figure():
-    cmp = sweeps.CacheComparison(
+    cmp = measure.CacheComparison(
         prompt_len=4, cached_ids=(1, 2, 3), uncached_ids=(1, 2, 3), cached_times=((0.02, 0.01, 0.01),) * 2,
         uncached_times=((0.02, 0.03, 0.04), (0.02, 0.05, 0.04)), max_abs_diff=(0.0, 1e-6, 2e-6),
         max_logit=(10.0,) * 3, device="cpu", dtype="float32", model="fake")
@@ -209,5 +188,5 @@ def test_kv_growth_widget():
 
 
 def test_figures_are_plain_figures():
-    assert isinstance(vr.sweep_figure(PREFILL), go.Figure)
+    assert isinstance(vr.batch_figure(BATCH), go.Figure)
     assert isinstance(vk.kv_tensors_figure(fake_layers()), go.Figure)

@@ -57,7 +57,7 @@ def environment(model, measure: bool = True) -> Environment:
     """Collect the environment facts for ``model`` (``measure`` also times a large copy on its device)."""
     import torch
 
-    from .cost import measure_bandwidth
+    from .measure.machine import measure_bandwidth
 
     dev = model.device
     if dev.type == "cuda":

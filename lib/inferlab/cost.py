@@ -7,17 +7,14 @@ Counting (REFERENCE.md; GPT-2, one sequence):
     decode step bytes ~ all weights + the KV cache read      (weights are read once per step)
     prefill bytes     ~ all weights + the KV cache written    (each weight is reused S times)
 Floors: time >= bytes / memory bandwidth, and time >= FLOPs / peak compute. Both ceilings are
-measured on the device in use by ``measure_machine``.
+measured on the device in use by ``inferlab.measure.measure_machine``; this module only counts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
-from .errors import check_number
-from .timing import clock
+from .errors import bad_value, check_number
 
 
 @dataclass(frozen=True)
@@ -153,7 +150,10 @@ def decode_cost(shape: Shape, context: int, batch: int = 1, machine: MachineProf
 
 @dataclass(frozen=True)
 class MachineProfile:
-    """Measured ceilings of one device: memory bandwidth (a large copy) and matmul throughput."""
+    """Ceilings of one device: memory bandwidth (a large copy) and matmul throughput.
+
+    Measured by ``inferlab.measure.measure_machine``; built by hand in tests and what-if examples.
+    """
 
     device: str
     dtype: str
@@ -176,53 +176,33 @@ class MachineProfile:
         return dict(self.__dict__)
 
 
-def measure_bandwidth(device="cpu", dtype=torch.float32, mb: int = 256, repeats: int = 5) -> float:
-    """Bytes per second of a large copy (bytes read + bytes written over the best time)."""
-    n = mb * 2**20 // torch.empty((), dtype=dtype).element_size()
-    src = torch.ones(n, dtype=dtype, device=device)
-    dst = torch.empty_like(src)
-    dst.copy_(src)
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = clock(device)
-        dst.copy_(src)
-        best = min(best, clock(device) - t0)
-    return 2 * src.numel() * src.element_size() / best
+# Published configurations (not measured). GPT-2 (Radford et al. 2019; distilgpt2: Sanh et al. 2019):
+# vocabulary 50257, context 1024, d_ff = 4 x d_model. The one table of these sizes: models.py builds
+# its random-weight GPT-2 from ``published_shape``.
+GPT2_SHAPES: dict[str, Shape] = {
+    name: Shape(name, n_layer, n_head, d_model, 50257, 1024)
+    for name, n_layer, n_head, d_model in (("distilgpt2", 6, 12, 768), ("gpt2", 12, 12, 768),
+                                           ("gpt2-medium", 24, 16, 1024), ("gpt2-large", 36, 20, 1280),
+                                           ("gpt2-xl", 48, 25, 1600))}
 
-
-def measure_matmul(device="cpu", dtype=torch.float32, n: int = 1024, repeats: int = 5) -> float:
-    """FLOPs per second of an ``n x n`` by ``n x n`` matmul (2 n^3 per product, best of ``repeats``)."""
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    a @ b
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = clock(device)
-        a @ b
-        best = min(best, clock(device) - t0)
-    return 2 * n**3 / best
-
-
-def measure_machine(device="cpu", dtype=torch.float32, *, copy_mb: int | None = None,
-                    matmul_n: int | None = None) -> MachineProfile:
-    """Measure both ceilings on ``device`` (a second or two on a laptop CPU)."""
-    device = torch.device(device)
-    big = device.type == "cuda"
-    copy_mb = copy_mb or (1024 if big else 256)
-    matmul_n = matmul_n or (8192 if big else 1024)
-    return MachineProfile(device=str(device), dtype=str(dtype).removeprefix("torch."),
-                          bytes_per_s=measure_bandwidth(device, dtype, copy_mb),
-                          flops_per_s=measure_matmul(device, dtype, matmul_n),
-                          copy_mb=copy_mb, matmul_n=matmul_n)
-
-
-# Published configurations (not measured): the GPT-2 family and a modern 7B model with
+# The sizes the course compares (notebooks 05 and 07): GPT-2's four sizes and a modern 7B model with
 # grouped-query attention (Mistral-7B: 32 layers, 32 query heads, 8 key/value heads, head_dim 128).
 PUBLISHED_SHAPES: dict[str, Shape] = {
-    "gpt2": Shape("gpt2", 12, 12, 768, 50257, 1024),
-    "gpt2-medium": Shape("gpt2-medium", 24, 16, 1024, 50257, 1024),
-    "gpt2-large": Shape("gpt2-large", 36, 20, 1280, 50257, 1024),
-    "gpt2-xl": Shape("gpt2-xl", 48, 25, 1600, 50257, 1024),
+    **{k: GPT2_SHAPES[k] for k in ("gpt2", "gpt2-medium", "gpt2-large", "gpt2-xl")},
     "mistral-7b (GQA)": Shape("mistral-7b (GQA)", 32, 32, 4096, 32000, 32768, bytes_per_element=2,
                               n_kv_head=8, d_ff=14336, tied_head=False),
 }
+
+
+def published_shape(name: str) -> Shape:
+    """The published sizes of ``name`` (a GPT-2 family name or a ``PUBLISHED_SHAPES`` key).
+
+    >>> s = published_shape("gpt2")
+    >>> s.n_layer, s.n_head, s.d_model, s.vocab_size, s.n_ctx
+    (12, 12, 768, 50257, 1024)
+    """
+    shape = GPT2_SHAPES.get(name) or PUBLISHED_SHAPES.get(name)
+    if shape is None:
+        names = sorted({*GPT2_SHAPES, *PUBLISHED_SHAPES})
+        raise bad_value("name", name, f"one of {names}", "use a published model name, e.g. 'gpt2'")
+    return shape

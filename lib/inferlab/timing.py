@@ -132,7 +132,11 @@ def summarize(values: Sequence[float]) -> Summary:
 
 def time_call(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1,
               device: torch.device | str | None = None) -> list[float]:
-    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times; seconds of each timed run."""
+    """Run ``fn`` ``warmup`` times untimed, then ``repeats`` times; seconds of each timed run.
+
+    The device is synchronized before and after each timed call (pass the model's ``device``).
+    Every measurement in ``inferlab.measure`` times through this function.
+    """
     for _ in range(warmup):
         fn()
     out = []
@@ -143,13 +147,17 @@ def time_call(fn: Callable[[], object], *, repeats: int = 5, warmup: int = 1,
     return out
 
 
-def interleave(runs: dict[str, Callable[[], object]], repeats: int) -> dict[str, list]:
-    """Call each function once untimed (warm-up), then ``repeats`` rounds, rotating the order each round.
+def interleave(runs: dict[str, Callable[[], object]], repeats: int, *, warmup: int = 1) -> dict[str, list]:
+    """Call each function ``warmup`` times untimed, then ``repeats`` rounds, rotating the order each round.
 
     A busy machine then slows every variant alike. Returns each name's results, in round order.
+
+    >>> interleave({"a": lambda: 1, "b": lambda: 2}, 2)
+    {'a': [1, 1], 'b': [2, 2]}
     """
-    for fn in runs.values():
-        fn()
+    for _ in range(warmup):
+        for fn in runs.values():
+            fn()
     names, out = list(runs), {k: [] for k in runs}
     for r in range(repeats):
         for k in names[r % len(names):] + names[: r % len(names)]:

@@ -1,7 +1,7 @@
 """Figures for notebook 05: the KV cache growing, its bytes against the formula, memory for time.
 
 Plain data in: a cache's per-layer ``(keys, values)`` tensors ``[batch, heads, tokens, head_dim]``,
-``CacheSnapshot`` lists, ``sweeps.CacheComparison``, and ``MemoryCase`` rows (sizes only).
+``CacheSnapshot`` lists, ``measure.CacheComparison``, and ``MemoryCase`` rows (sizes only).
 
     >>> fig = kv_tensors_figure(cache.layers, tokens=20, prompt_len=12)     # doctest: +SKIP
 """
@@ -18,7 +18,7 @@ from plotly.subplots import make_subplots
 
 from ..cache import CacheSnapshot
 from ..cost import Shape, kv_bytes_per_token
-from ..sweeps import CacheComparison
+from ..measure.cache_on_off import CacheComparison
 from . import PALETTE, base_layout, require, show_token
 
 PUBLISHED_NOTE = "computed from published configs, not measured"
@@ -113,7 +113,7 @@ def cache_bytes_figure(snapshots: Sequence[CacheSnapshot], bytes_per_token: int)
 def cache_timing_figure(cmp: CacheComparison) -> go.Figure:
     """Time per step with and without the cache (median, band over runs), and the logit difference per step."""
     require(isinstance(cmp, CacheComparison),
-            "expected a CacheComparison. Fix: use inferlab.sweeps.compare_cache(...).")
+            "expected a CacheComparison. Fix: use inferlab.measure.compare_cache(...).")
     zeros = sum(1 for d in cmp.max_abs_diff if d == 0)
     diff_title = "max |logit difference| between the two, per step" + (
         f" ({zeros} step(s) exactly 0: not drawn on the log axis)" if zeros else "")

@@ -1,8 +1,10 @@
-"""Figures for TTFT and TPOT: a per-token timeline, sweeps with their spread, comparisons, thinking budgets.
+"""Figures of measured time: a per-token timeline, sweeps with their spread, batching, comparisons, thinking.
 
-Input is plain data: a ``Trace``, ``Latency`` lists, or the dataclasses of ``inferlab.latency``
-(``Sweep``, ``Measurement``, ``BatchPoint``, ``Prediction``, ``ThinkingPoint``). Times are seconds in,
-milliseconds on the axes.
+Input is plain data: a ``Trace``, ``Latency`` lists, or the dataclasses of ``inferlab.measure``
+(``Sweep``, ``Measurement``, ``Prediction``, ``ThinkingPoint``) and ``inferlab.cost.Cost`` floors.
+Times are seconds in, milliseconds on the axes.
+
+    >>> sweep_figure(measure.prefill_sweep(m, [8, 64, 256]))       # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -13,10 +15,19 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from ..cost import Cost
+from ..measure.sweeps import Sweep
 from ..timing import summarize
 from . import PALETTE, base_layout, require, show_token
 
 MS = 1e3
+JOB_COLORS = {"prefill": PALETTE[0], "TTFT": PALETTE[0], "decode": PALETTE[1], "decode step": PALETTE[1],
+              "decode-batch": PALETTE[2], "prefill-batch": PALETTE[2]}
+# (title, y axis) of each job's sweep figure
+_JOB_TEXT = {"prefill": ("Prefill: time to read the whole prompt", "time per forward (ms)"),
+             "decode": ("Decode: time of one step", "time per forward (ms)"),
+             "TTFT": ("TTFT against prompt length", "TTFT (ms)"),
+             "decode step": ("Time per decode step against context length", "time per decode step (ms)")}
 
 
 def _finite(xs) -> list[float]:
@@ -85,35 +96,94 @@ def warmup(latencies: Sequence, title: str = "The same request, called again and
     return base_layout(fig, title, x="call, in order", y="time (ms)")
 
 
-def sweep(data, style: str = "box") -> go.Figure:
-    """Every repeat at every x: box plots (``style="box"``) or median line + min-max band + p90 (``"band"``)."""
+def _rgba(hex_color: str, alpha: float) -> str:
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
+def check_sweep(sweep) -> None:
+    """Raise a clear error unless ``sweep`` is a ``measure.Sweep`` with at least one point."""
+    require(isinstance(sweep, Sweep), f"expected an inferlab.measure.Sweep, got {type(sweep).__name__}. "
+            "Fix: pass the result of a sweep (prefill_sweep, decode_sweep, batch_sweep, ttft_sweep ...).")
+    require(len(sweep.xs) > 0, "the sweep has no points. Fix: run the sweep with at least one size.")
+
+
+def spread_band(fig: go.Figure, xs, lows, highs, color: str, name: str, row=None, col=None) -> None:
+    """Add a filled band from the fastest to the slowest repeat (drawn before the median line)."""
+    kw = {} if row is None else {"row": row, "col": col}
+    fig.add_trace(go.Scatter(x=list(xs), y=list(highs), mode="lines", line={"width": 0}, showlegend=False,
+                             hoverinfo="skip", legendgroup=name), **kw)
+    fig.add_trace(go.Scatter(x=list(xs), y=list(lows), mode="lines", line={"width": 0}, fill="tonexty",
+                             fillcolor=_rgba(color, 0.2), name=f"{name}: fastest-slowest repeat",
+                             hoverinfo="skip", legendgroup=name), **kw)
+
+
+def sweep_figure(sweep: Sweep, floors: Sequence[Cost] | None = None, *, style: str = "band",
+                 title: str | None = None) -> go.Figure:
+    """Median time against the sweep's size, every repeat shown, and (optionally) the roofline floor.
+
+    Args:
+        sweep: any ``inferlab.measure.Sweep`` (prefill, decode, TTFT, time per decode step ...).
+        floors: optional ``Cost`` per point with floors (``measure.sweep_costs(sweep, shape, machine)``).
+        style: ``"band"`` (a band from the fastest to the slowest repeat) or ``"box"`` (a box per size).
+    """
+    check_sweep(sweep)
     require(style in ("box", "band"), f"style={style!r} is not allowed: use 'box' or 'band'.")
-    require(len(data.xs) == len(data.values) and len(data.xs) > 0,
-            "sweep needs a Sweep with one tuple of values per x. Fix: pass ttft_sweep(...) or tpot_sweep(...).")
+    color = JOB_COLORS.get(sweep.job, PALETTE[3])
+    medians = [t * MS for t in sweep.medians]
     fig = go.Figure()
-    sums = [summarize(v) for v in data.values]
-    if style == "box":
-        for i, (x, vals) in enumerate(zip(data.xs, data.values)):
-            fig.add_box(x=[x] * len(vals), y=[v * MS for v in vals], name=str(x), marker_color=PALETTE[i % 2],
-                        boxmean=True, showlegend=False, hovertemplate=f"{data.x_label}: {x}<br>%{{y:.3f}} ms"
-                        "<extra></extra>")
+    if style == "band":
+        spread_band(fig, sweep.xs, [t * MS for t in sweep.lows], [t * MS for t in sweep.highs], color, sweep.job)
     else:
-        fig.add_scatter(x=list(data.xs) + list(data.xs)[::-1], y=[s.max * MS for s in sums] +
-                        [s.min * MS for s in sums][::-1], fill="toself", fillcolor="rgba(76,120,168,0.2)",
-                        line={"width": 0}, name="min to max of repeats", hoverinfo="skip")
-        fig.add_scatter(x=list(data.xs), y=[s.p90 * MS for s in sums], mode="lines", name="p90",
-                        line={"dash": "dot", "color": PALETTE[3]}, hovertemplate="p90 %{y:.3f} ms<extra></extra>")
-    fig.add_scatter(x=list(data.xs), y=[s.median * MS for s in sums], mode="lines+markers", name="median",
-                    line={"color": PALETTE[1]}, customdata=[[s.n, s.mean * MS, s.p99 * MS] for s in sums],
-                    hovertemplate=("%{x}: median %{y:.3f} ms<br>mean %{customdata[1]:.3f}, p99 "
-                                   "%{customdata[2]:.3f} ms over %{customdata[0]} values<extra></extra>"))
-    return base_layout(fig, f"{data.name} against {data.x_label.split(' (')[0]}", x=data.x_label,
-                       y=f"{data.name} (ms)")
+        for i, (x, vals) in enumerate(zip(sweep.xs, sweep.times)):
+            fig.add_box(x=[x] * len(vals), y=[v * MS for v in vals], name=str(x), marker_color=PALETTE[i % 2],
+                        boxmean=True, showlegend=False,
+                        hovertemplate=f"{sweep.x_name}: {x}<br>%{{y:.3f}} ms<extra></extra>")
+    hover = [f"{sweep.x_name}: {x}<br>median {m:.3f} ms ({s.n} repeats)<br>fastest {s.min * MS:.3f} ms, "
+             f"slowest {s.max * MS:.3f} ms" for x, m, s in zip(sweep.xs, medians, sweep.summaries)]
+    fig.add_trace(go.Scatter(x=list(sweep.xs), y=medians, mode="lines+markers", name=f"{sweep.job}: measured median",
+                             line={"color": color}, hovertext=hover, hoverinfo="text"))
+    if floors is not None:
+        require(len(floors) == len(sweep.xs) and all(c.floor_s is not None for c in floors),
+                "floors must be one Cost with floors per sweep point. Fix: pass "
+                "inferlab.measure.sweep_costs(sweep, shape, machine) (with the measured machine).")
+        fig.add_trace(go.Scatter(
+            x=list(sweep.xs), y=[c.floor_s * MS for c in floors], mode="lines", name="floor (roofline)",
+            line={"color": "black", "dash": "dash"},
+            hovertext=[f"{sweep.x_name}: {x}<br>floor {c.floor_s * MS:.3f} ms ({c.bound}-bound)<br>"
+                       f"compute {c.floor_compute_s * MS:.3f} ms, memory {c.floor_memory_s * MS:.3f} ms"
+                       for x, c in zip(sweep.xs, floors)], hoverinfo="text"))
+    default, y = _JOB_TEXT.get(sweep.job, (f"{sweep.job} against {sweep.x_name.split(' (')[0]}", "time (ms)"))
+    where = f" ({sweep.model}, {sweep.device} {sweep.dtype})" if sweep.model else ""
+    return base_layout(fig, title or default + where, x=sweep.x_name, y=y)
+
+
+def batch(sweep: Sweep) -> go.Figure:
+    """A decode batch sweep: total tokens per second (bars, left axis) and each user's TPOT (line, right axis)."""
+    check_sweep(sweep)
+    require(sweep.job == "decode-batch", f"expected a decode batch sweep, got job={sweep.job!r}. "
+            "Fix: pass inferlab.measure.batch_sweep(...).")
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    xs, sums = [str(b) for b in sweep.xs], sweep.summaries
+    fig.add_bar(x=xs, y=list(sweep.tokens_per_s), name="total tokens/s (all users)",
+                marker_color="rgba(84,162,75,0.55)", secondary_y=False,
+                hovertemplate="batch %{x}: %{y:.0f} tokens/s in total<extra></extra>")
+    fig.add_scatter(x=xs, y=[s.median * MS for s in sums], mode="lines+markers", secondary_y=True,
+                    name="per-user TPOT (median ms)", line={"color": PALETTE[0]},
+                    error_y={"type": "data", "symmetric": False, "array": [(s.p90 - s.median) * MS for s in sums],
+                             "arrayminus": [(s.median - s.min) * MS for s in sums]},
+                    hovertemplate="batch %{x}: each user waits %{y:.3f} ms per token<extra></extra>")
+    fig.update_yaxes(title_text="total tokens per second", secondary_y=False, rangemode="tozero")
+    fig.update_yaxes(title_text="per-user TPOT (ms), whisker min..p90", secondary_y=True, rangemode="tozero",
+                     showgrid=False)
+    base_layout(fig, "Batching: each user's TPOT against the machine's total throughput", x="batch size (sequences)")
+    fig.update_layout(legend={"orientation": "h", "y": -0.2})
+    return fig
 
 
 def compare(measurements: Mapping) -> go.Figure:
     """Median TTFT and TPOT per variant (dtype, device, ...); whiskers from the fastest run to p90."""
-    require(len(measurements) > 0, "compare needs at least one Measurement. Fix: pass il.latency.compare(...).")
+    require(len(measurements) > 0, "compare needs at least one Measurement. Fix: pass inferlab.measure.compare(...).")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"))
     labels = list(measurements)
     for col, metric in ((1, "ttft"), (2, "tpot")):
@@ -128,30 +198,9 @@ def compare(measurements: Mapping) -> go.Figure:
     return base_layout(fig, "What moves each number: same request, different variants")
 
 
-def batch(points: Sequence) -> go.Figure:
-    """Per-user TPOT (line, left axis) and total tokens per second (bars, right axis) against batch size."""
-    require(len(points) > 0, "batch needs BatchPoints. Fix: pass il.latency.batch_sweep(...).")
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    xs = [str(p.batch) for p in points]
-    fig.add_bar(x=xs, y=[p.tokens_per_second for p in points], name="total tokens/s (all users)",
-                marker_color="rgba(84,162,75,0.55)", secondary_y=True,
-                hovertemplate="batch %{x}: %{y:.0f} tokens/s in total<extra></extra>")
-    fig.add_scatter(x=xs, y=[p.step.median * MS for p in points], mode="lines+markers", secondary_y=False,
-                    name="per-user TPOT (median ms)", line={"color": PALETTE[0]},
-                    error_y={"type": "data", "symmetric": False,
-                             "array": [(p.step.p90 - p.step.median) * MS for p in points],
-                             "arrayminus": [(p.step.median - p.step.min) * MS for p in points]},
-                    hovertemplate="batch %{x}: each user waits %{y:.3f} ms per token<extra></extra>")
-    fig.update_yaxes(title_text="per-user TPOT (ms), whisker min..p90", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="total tokens per second", secondary_y=True, rangemode="tozero", showgrid=False)
-    base_layout(fig, "Batching: each user's TPOT against the machine's total throughput", x="batch size (sequences)")
-    fig.update_layout(legend={"orientation": "h", "y": -0.2})
-    return fig
-
-
 def model_sizes(predictions: Sequence) -> go.Figure:
     """TTFT and TPOT by model size: the loaded model measured, the others PREDICTED (hatched), floors as markers."""
-    require(len(predictions) > 0, "model_sizes needs Predictions. Fix: pass il.latency.predict_sizes(...).")
+    require(len(predictions) > 0, "model_sizes needs Predictions. Fix: pass inferlab.measure.predict_sizes(...).")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("TTFT", "TPOT"))
     names = [f"{p.name}<br>{p.params / 1e6:.0f}M" for p in predictions]
     for col, metric in ((1, "ttft"), (2, "tpot")):
@@ -178,7 +227,7 @@ def model_sizes(predictions: Sequence) -> go.Figure:
 
 def thinking(points: Sequence) -> go.Figure:
     """Time to the first VISIBLE token against the thinking budget, with the line TTFT + budget x TPOT."""
-    require(len(points) > 0, "thinking needs ThinkingPoints. Fix: pass il.latency.thinking_sweep(...).")
+    require(len(points) > 0, "thinking needs ThinkingPoints. Fix: pass inferlab.measure.thinking_sweep(...).")
     fig = go.Figure()
     for p in points:
         fig.add_box(x=[p.budget] * len(p.first_visible), y=[v * MS for v in p.first_visible], showlegend=False,

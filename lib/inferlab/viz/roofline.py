@@ -1,9 +1,10 @@
-"""Figures for notebook 04: sweeps with spread bands, the roofline, batch size, the counting table, the myth check.
+"""Figures for notebook 04: batch size and the turn, the counting table, the roofline, the myth check.
 
-All take plain data: ``inferlab.sweeps.Sweep`` / ``RooflinePoint`` / ``MythCheck``, ``inferlab.cost.Cost``
-and ``MachineProfile`` (measured ceilings). None takes a model.
+All take plain data: ``inferlab.measure.Sweep`` / ``RooflinePoint`` / ``MythCheck``, ``inferlab.cost.Cost``
+and ``MachineProfile`` (measured ceilings). None takes a model. A sweep with its floors is drawn by
+``inferlab.viz.latency.sweep_figure``.
 
-    >>> fig = sweep_figure(il.sweeps.prefill_sweep(m, [8, 64, 256]))     # doctest: +SKIP
+    >>> fig = roofline(machine, measure.roofline_points(sweep, shape, machine))     # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -14,72 +15,25 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..cost import Cost, MachineProfile
-from ..sweeps import MythCheck, RooflinePoint, Sweep
+from ..measure.roofline import MythCheck, RooflinePoint
+from ..measure.sweeps import Sweep
 from . import PALETTE, base_layout, require
-
-_JOB_COLOR = {"prefill": PALETTE[0], "decode": PALETTE[1], "decode-batch": PALETTE[2]}
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
-def _check_sweep(sweep) -> None:
-    require(isinstance(sweep, Sweep), f"expected an inferlab.sweeps.Sweep, got {type(sweep).__name__}. "
-            "Fix: pass the result of prefill_sweep / decode_sweep / batch_sweep.")
-    require(len(sweep.xs) > 0 and len(sweep.times) == len(sweep.xs),
-            "the sweep has no points (or times do not match xs). Fix: run the sweep with at least one size.")
-
-
-def _band(fig: go.Figure, xs, lows, highs, color: str, name: str, row=None, col=None) -> None:
-    """A filled band from the fastest to the slowest repeat (drawn before the median line)."""
-    kw = {} if row is None else {"row": row, "col": col}
-    fig.add_trace(go.Scatter(x=list(xs), y=list(highs), mode="lines", line={"width": 0}, showlegend=False,
-                             hoverinfo="skip", legendgroup=name), **kw)
-    fig.add_trace(go.Scatter(x=list(xs), y=list(lows), mode="lines", line={"width": 0}, fill="tonexty",
-                             fillcolor=_rgba(color, 0.2), name=f"{name}: fastest-slowest repeat",
-                             hoverinfo="skip", legendgroup=name), **kw)
-
-
-def sweep_figure(sweep: Sweep, floors: Sequence[Cost] | None = None, title: str | None = None) -> go.Figure:
-    """Median time per forward against the sweep's size, a band from fastest to slowest repeat, and the floor.
-
-    Args:
-        sweep: from ``prefill_sweep`` or ``decode_sweep``.
-        floors: optional ``Cost`` per point with floors (``sweeps.sweep_costs(sweep, shape, machine)``).
-    """
-    _check_sweep(sweep)
-    color = _JOB_COLOR.get(sweep.job, PALETTE[3])
-    ms = [t * 1e3 for t in sweep.medians]
-    fig = go.Figure()
-    _band(fig, sweep.xs, [t * 1e3 for t in sweep.lows], [t * 1e3 for t in sweep.highs], color, sweep.job)
-    hover = [f"{sweep.x_name}: {x}<br>median {m:.3f} ms ({s.n} repeats)<br>fastest {s.min * 1e3:.3f} ms, "
-             f"slowest {s.max * 1e3:.3f} ms" for x, m, s in zip(sweep.xs, ms, sweep.summaries)]
-    fig.add_trace(go.Scatter(x=list(sweep.xs), y=ms, mode="lines+markers", name=f"{sweep.job}: measured median",
-                             line={"color": color}, hovertext=hover, hoverinfo="text"))
-    if floors is not None:
-        require(len(floors) == len(sweep.xs) and all(c.floor_s is not None for c in floors),
-                "floors must be one Cost with floors per sweep point. Fix: pass "
-                "inferlab.sweeps.sweep_costs(sweep, shape, machine) (with the measured machine).")
-        fig.add_trace(go.Scatter(
-            x=list(sweep.xs), y=[c.floor_s * 1e3 for c in floors], mode="lines", name="floor (roofline)",
-            line={"color": "black", "dash": "dash"},
-            hovertext=[f"{sweep.x_name}: {x}<br>floor {c.floor_s * 1e3:.3f} ms ({c.bound}-bound)<br>"
-                       f"compute {c.floor_compute_s * 1e3:.3f} ms, memory {c.floor_memory_s * 1e3:.3f} ms"
-                       for x, c in zip(sweep.xs, floors)], hoverinfo="text"))
-    default = {"prefill": "Prefill: time to read the whole prompt", "decode": "Decode: time of one step"}
-    return base_layout(fig, title or f"{default.get(sweep.job, sweep.job)} ({sweep.model}, {sweep.device} "
-                       f"{sweep.dtype})", x=sweep.x_name, y="time per forward (ms)")
+from .latency import JOB_COLORS, check_sweep, spread_band
 
 
 def batch_figure(sweep: Sweep, turn: int | None = None) -> go.Figure:
-    """Decode at growing batch: step time (left) and tokens per second with the ideal linear line (right)."""
-    _check_sweep(sweep)
-    require(sweep.job == "decode-batch", f"expected a batch sweep, got job={sweep.job!r}. Fix: pass batch_sweep(...).")
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("time of one decode step", "tokens per second"))
-    color = _JOB_COLOR["decode-batch"]
-    _band(fig, sweep.xs, [t * 1e3 for t in sweep.lows], [t * 1e3 for t in sweep.highs], color, "step", 1, 1)
+    """A batch sweep: step time (left) and tokens per second with the ideal linear line (right).
+
+    Each user waits one step per token, so the left panel is every user's TPOT (decode) or TTFT
+    (prefill); the right one is what the machine makes for all users together.
+    """
+    check_sweep(sweep)
+    require(sweep.job in ("decode-batch", "prefill-batch"),
+            f"expected a batch sweep, got job={sweep.job!r}. Fix: pass batch_sweep(...).")
+    kind = "decode step" if sweep.job == "decode-batch" else "prefill"
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(f"time of one {kind}", "tokens per second"))
+    color = JOB_COLORS[sweep.job]
+    spread_band(fig, sweep.xs, [t * 1e3 for t in sweep.lows], [t * 1e3 for t in sweep.highs], color, "step", 1, 1)
     fig.add_trace(go.Scatter(x=list(sweep.xs), y=[t * 1e3 for t in sweep.medians], mode="lines+markers",
                              name="step time (median)", line={"color": color},
                              hovertext=[f"batch {b}: {t * 1e3:.3f} ms per step"
@@ -103,7 +57,7 @@ def batch_figure(sweep: Sweep, turn: int | None = None) -> go.Figure:
     fig.update_yaxes(title_text="ms per step", row=1, col=1, rangemode="tozero")
     # log-log: tokens/s growing in proportion to the batch is a straight line parallel to the ideal one
     fig.update_yaxes(title_text="tokens per second (log)", type="log", row=1, col=2)
-    return base_layout(fig, f"Batch size moves decode (context {sweep.context} tokens; {sweep.model}, "
+    return base_layout(fig, f"Batch size moves {kind.split()[0]} (context {sweep.context} tokens; {sweep.model}, "
                        f"{sweep.device} {sweep.dtype})", height=420)
 
 
@@ -135,15 +89,15 @@ def roofline(machine: MachineProfile, points: Sequence[RooflinePoint],
     """The roofline of ``machine`` (measured ceilings) with measured points; a slider for predicted points.
 
     Args:
-        machine: ``cost.measure_machine(...)`` on the device in use.
-        points: ``sweeps.roofline_points(...)`` for prefill and decode sweeps.
+        machine: ``measure.measure_machine(...)`` on the device in use.
+        points: ``measure.roofline_points(...)`` for prefill and decode sweeps.
         what_if: optional ``(n, prefill Cost of n tokens, decode Cost at batch n)`` rows; a slider moves
             the two predicted points (at the roof's height: the best the machine allows).
     """
     require(isinstance(machine, MachineProfile), "machine must be a MachineProfile. Fix: "
-            "machine = inferlab.cost.measure_machine(m.device, m.info.dtype).")
+            "machine = inferlab.measure.measure_machine(m.device, m.info.dtype).")
     require(len(points) > 0 and all(isinstance(p, RooflinePoint) for p in points),
-            "points must be a non-empty list of RooflinePoint. Fix: use inferlab.sweeps.roofline_points(...).")
+            "points must be a non-empty list of RooflinePoint. Fix: use inferlab.measure.roofline_points(...).")
     xs_all = [p.intensity for p in points] + [machine.ridge]
     if what_if:
         xs_all += [c.intensity for row in what_if for c in row[1:]]
@@ -163,7 +117,7 @@ def roofline(machine: MachineProfile, points: Sequence[RooflinePoint],
         fig.add_trace(go.Scatter(
             x=[p.intensity for p in sel], y=[p.flops_per_s / 1e9 for p in sel], mode="markers",
             name=f"{job} (measured)",
-            marker={"size": 11, "color": _JOB_COLOR.get(job, PALETTE[3])},
+            marker={"size": 11, "color": JOB_COLORS.get(job, PALETTE[3])},
             hovertext=[f"{p.label}<br>{p.intensity:.2f} FLOP/B, {p.flops_per_s / 1e9:.2f} GFLOP/s<br>"
                        f"measured {p.seconds * 1e3:.3f} ms, floor {p.floor_s * 1e3:.3f} ms "
                        f"({p.times_floor:.1f} x the floor)" for p in sel], hoverinfo="text"))
@@ -196,7 +150,7 @@ def _add_what_if(fig: go.Figure, machine: MachineProfile, rows: Sequence[tuple[i
 
 def myth_figure(check: MythCheck) -> go.Figure:
     """Bars: TPOT predicted from compute, predicted from bandwidth, and measured (log scale)."""
-    require(isinstance(check, MythCheck), "expected a MythCheck. Fix: use inferlab.sweeps.myth_check(...).")
+    require(isinstance(check, MythCheck), "expected a MythCheck. Fix: use inferlab.measure.myth_check(...).")
     names = ["predicted from compute<br>(FLOPs / peak FLOP/s)", "predicted from bandwidth<br>(bytes / GB/s)",
              "measured"]
     values = [check.from_compute_s * 1e3, check.from_bandwidth_s * 1e3, check.measured_s * 1e3]

@@ -1,7 +1,8 @@
 """Figures for notebook 08 (making it faster): profiles, kernels, quantization, overhead, batching.
 
-Each takes plain data (dataclasses from ``inferlab.profiling`` / ``inferlab.bench`` or lists) and returns
-a ``plotly.graph_objects.Figure``. Times are plotted in milliseconds.
+Each takes plain data (dataclasses from ``inferlab.measure``: ``StepProfile``, ``KernelComparison``,
+``QuantRow``, or lists) and returns a ``plotly.graph_objects.Figure``. Times are plotted in milliseconds.
+Batching is drawn by ``inferlab.viz.latency.batch_figure``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..profiling import op_group
+from ..measure.profiling import op_group
 from . import PALETTE, base_layout, require
 
 GROUP_COLORS = {"matmuls": PALETTE[0], "attention": PALETTE[1], "norms & activations": PALETTE[2],
@@ -32,12 +33,12 @@ def profile_bars(profiles: Sequence, floor_s: float | None = None) -> go.Figure:
     """Stacked bars: one decode step's milliseconds by group, per path, against the memory floor.
 
     Args:
-        profiles: ``inferlab.profiling.StepProfile`` objects (``profile_step``), one bar each.
+        profiles: ``inferlab.measure.StepProfile`` objects (``profile_step``), one bar each.
         floor_s: the roofline floor of one step (seconds), drawn as a dashed line.
     """
-    require(len(profiles) > 0, "profiles is empty: pass at least one StepProfile from inferlab.profiling.profile_step")
+    require(len(profiles) > 0, "profiles is empty: pass at least one StepProfile from inferlab.measure.profile_step")
     require(all(hasattr(p, "groups") and hasattr(p, "label") for p in profiles),
-            "profiles must be StepProfile objects (inferlab.profiling.profile_step(...))")
+            "profiles must be StepProfile objects (inferlab.measure.profile_step(...))")
     labels = [p.label for p in profiles]
     fig = go.Figure()
     for group in profiles[0].groups:
@@ -55,7 +56,7 @@ def profile_bars(profiles: Sequence, floor_s: float | None = None) -> go.Figure:
 def top_ops_chart(profile) -> go.Figure:
     """The operators that took the most time in one profiled step (``StepProfile.top_ops``)."""
     require(hasattr(profile, "top_ops") and len(profile.top_ops) > 0,
-            "profile must be a StepProfile with top_ops (inferlab.profiling.profile_step(...))")
+            "profile must be a StepProfile with top_ops (inferlab.measure.profile_step(...))")
     names = [n for n, _, _ in profile.top_ops][::-1]
     ms = [t * 1e3 for _, t, _ in profile.top_ops][::-1]
     calls = [c for _, _, c in profile.top_ops][::-1]
@@ -68,46 +69,47 @@ def top_ops_chart(profile) -> go.Figure:
                        y="operator", height=420)
 
 
-def prefill_chart(rows: Sequence) -> go.Figure:
+def prefill_chart(kernels) -> go.Figure:
     """Prefill time and peak memory against prompt length, one line per attention kernel.
 
     Args:
-        rows: ``inferlab.speedups.PrefillRow`` objects (``prefill_sweep``).
+        kernels: an ``inferlab.measure.KernelComparison`` (``measure.kernel_sweep(model, lengths)``).
     """
-    require(len(rows) > 0, "rows is empty: run inferlab.speedups.prefill_sweep(model, lengths) first")
+    require(hasattr(kernels, "sweeps") and hasattr(kernels, "peak_bytes") and kernels.sweeps,
+            "kernels must come from inferlab.measure.kernel_sweep(model, lengths)")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("prefill time", "peak memory allocated during prefill"))
-    for i, kernel in enumerate(dict.fromkeys(r.kernel for r in rows)):
-        sel = sorted((r for r in rows if r.kernel == kernel), key=lambda r: r.tokens)
-        xs = [r.tokens for r in sel]
+    for i, kernel in enumerate(kernels.kernels):
+        sweep, peaks = kernels.sweeps[kernel], kernels.peak_bytes[kernel]
         color = PALETTE[i % len(PALETTE)]
-        fig.add_scatter(x=xs, y=[r.seconds * 1e3 for r in sel], name=f"{kernel} time", mode="lines+markers",
-                        line_color=color, row=1, col=1,
+        fig.add_scatter(x=list(sweep.xs), y=[t * 1e3 for t in sweep.medians], name=f"{kernel} time",
+                        mode="lines+markers", line_color=color, row=1, col=1,
                         hovertemplate=f"{kernel}<br>%{{x}} tokens: %{{y:.2f}} ms<extra></extra>")
-        fig.add_scatter(x=xs, y=[r.peak_bytes / 2**20 for r in sel], name=f"{kernel} memory",
-                        mode="lines+markers", line_color=color, line_dash="dot", row=1, col=2,
-                        hovertemplate=f"{kernel}<br>%{{x}} tokens: %{{y:.2f}} MiB<extra></extra>")
-    fig.update_xaxes(title_text="prompt length T (tokens)")
+        if peaks:
+            fig.add_scatter(x=list(sweep.xs), y=[b / 2**20 for b in peaks], name=f"{kernel} memory",
+                            mode="lines+markers", line_color=color, line_dash="dot", row=1, col=2,
+                            hovertemplate=f"{kernel}<br>%{{x}} tokens: %{{y:.2f}} MiB<extra></extra>")
+    fig.update_xaxes(title_text="prompt length (tokens)")
     fig.update_yaxes(title_text="time (ms)", rangemode="tozero", row=1, col=1)
     fig.update_yaxes(title_text="peak extra memory (MiB)", row=1, col=2)
     return base_layout(fig, "Eager vs fused (SDPA) attention during prefill", height=420)
 
 
-def quant_chart(rows: Sequence[dict], bytes_per_s: float | None = None) -> go.Figure:
+def quant_chart(rows: Sequence, bytes_per_s: float | None = None) -> go.Figure:
     """Bytes read per step vs measured TPOT for each weight format; perplexity on hover.
 
     Args:
-        rows: dicts with ``kind``, ``step_bytes``, ``tpot_s`` and ``perplexity``.
+        rows: ``inferlab.measure.QuantRow`` objects (``measure.quant_rows``).
         bytes_per_s: measured bandwidth; draws the prediction ``TPOT = bytes / bandwidth``.
     """
-    require(len(rows) > 0 and all({"kind", "step_bytes", "tpot_s", "perplexity"} <= set(r) for r in rows),
-            "rows must be dicts with kind, step_bytes, tpot_s and perplexity (see notebook 08)")
+    require(len(rows) > 0 and all(hasattr(r, "step_bytes") and hasattr(r, "tpot_s") for r in rows),
+            "rows must be QuantRow objects from inferlab.measure.quant_rows(...) (see notebook 08)")
     fig = go.Figure()
-    mb = [r["step_bytes"] / 1e6 for r in rows]
-    fig.add_scatter(x=mb, y=[r["tpot_s"] * 1e3 for r in rows], mode="markers+text", name="measured TPOT",
-                    text=[r["kind"] for r in rows], marker={"size": 12},
+    mb = [r.step_bytes / 1e6 for r in rows]
+    fig.add_scatter(x=mb, y=[r.tpot_s * 1e3 for r in rows], mode="markers+text", name="measured TPOT",
+                    text=[r.kind for r in rows], marker={"size": 12},
                     textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(rows))],
-                    hovertext=[f"{r['kind']}: {m:.1f} MB read per step, TPOT {r['tpot_s'] * 1e3:.2f} ms, "
-                               f"perplexity {r['perplexity']:.2f}" for r, m in zip(rows, mb)], hoverinfo="text")
+                    hovertext=[f"{r.kind}: {m:.1f} MB read per step, TPOT {r.tpot_s * 1e3:.2f} ms, "
+                               f"perplexity {r.perplexity:.2f}" for r, m in zip(rows, mb)], hoverinfo="text")
     if bytes_per_s:
         top = max(mb) * 1.1
         fig.add_scatter(x=[0, top], y=[0, top * 1e6 / bytes_per_s * 1e3], mode="lines", name="bytes / bandwidth",
@@ -125,26 +127,6 @@ def ladder_chart(labels: Sequence[str], tpot_s: Sequence[float], floor_s: float 
                            hovertext=text, hoverinfo="text"))
     _floor_line(fig, floor_s, "memory floor", vertical=False)
     return base_layout(fig, "Removing overhead: time per output token", x="decode path", y="TPOT (ms)", height=420)
-
-
-def batching_chart(rows: Sequence) -> go.Figure:
-    """Throughput of all users together (left axis) and each user's TPOT (right axis) against batch size.
-
-    Args:
-        rows: ``inferlab.speedups.BatchRow`` objects (``batch_sweep``).
-    """
-    require(len(rows) > 0, "rows is empty: run inferlab.speedups.batch_sweep(model, [1, 2, 4, ...]) first")
-    xs = [r.batch for r in rows]
-    fig = make_subplots(specs=[[{"secondary_y": True}]])
-    fig.add_scatter(x=xs, y=[r.tokens_per_s for r in rows], name="tokens/s (all users)", mode="lines+markers",
-                    hovertemplate="batch %{x}: %{y:.0f} tokens/s<extra></extra>")
-    fig.add_scatter(x=xs, y=[r.step_s * 1e3 for r in rows], name="TPOT per user", mode="lines+markers",
-                    line_dash="dot", secondary_y=True, hovertemplate="batch %{x}: %{y:.2f} ms/token<extra></extra>")
-    fig.update_xaxes(title_text="batch size (users decoded together)", type="log", tickvals=xs,
-                     ticktext=[str(x) for x in xs])
-    fig.update_yaxes(title_text="tokens per second (all users)", secondary_y=False, rangemode="tozero")
-    fig.update_yaxes(title_text="TPOT per user (ms)", secondary_y=True, rangemode="tozero", showgrid=False)
-    return base_layout(fig, "Batching: one weight read serves many users", height=420)
 
 
 def scoreboard(rows: Sequence[dict]) -> go.Figure:

@@ -1,4 +1,4 @@
-"""Side-by-side speed measurements, and the benchmark: ``python -m inferlab.bench``.
+"""The benchmark: ``python -m inferlab.tools.bench``.
 
 The benchmark runs, interleaved in one process (variant order rotates every repeat, after a warm-up
 of each): the engine untraced (``inferlab.generate``), the engine recording everything
@@ -12,7 +12,7 @@ number's ratio to its roofline floor (measured in the same run) and writes a JSO
 and its TPOT is ``(E2E(N) - E2E(1)) / (N - 1)`` from back-to-back requests in the same repeat.
 
 Notebook 08's measurements of each technique (attention kernels, weight formats, decode paths,
-batching) live in ``inferlab.speedups``.
+batching) live in ``inferlab.measure``; this tool only combines them into one table.
 """
 
 from __future__ import annotations
@@ -27,13 +27,14 @@ from dataclasses import asdict
 
 import torch
 
-from .cost import MachineProfile, Shape, decode_cost, measure_machine, prefill_cost
-from .engine import decode_step, generate, prefill, reference_generate
-from .fast import FastDecoder
-from .models import Model, load
-from .profiling import profile_step
-from .speedups import bench_prompt, compiled_decoder
-from .timing import clock, interleave, summarize
+from ..cost import MachineProfile, Shape, decode_cost, prefill_cost
+from ..engine import decode_step, generate, prefill, reference_generate
+from ..fast import FastDecoder
+from ..measure.machine import measure_bandwidth, measure_machine
+from ..measure.profiling import profile_step
+from ..measure.speedups import bench_prompt, compiled_decoder
+from ..models import Model, load
+from ..timing import interleave, summarize, time_call
 
 VARIANTS = ("engine", "engine+record", "generate()", "fast", "fast+compile")
 
@@ -44,13 +45,13 @@ def _runners(model: Model, prompt: str, n: int, decoders: dict[str, FastDecoder]
         lat = generate(model, prompt, n, stop_at_eos=False, record=record).latency
         return lat.ttft, lat.tpot
 
-    def hf():
-        t0 = clock(model.device)
-        reference_generate(model, prompt, 1, stop_at_eos=False)
-        t1 = clock(model.device)
-        reference_generate(model, prompt, n, stop_at_eos=False)
-        t2 = clock(model.device)
-        return t1 - t0, ((t2 - t1) - (t1 - t0)) / (n - 1)
+    def request_s(tokens: int) -> float:  # one timed model.generate() (interleave has warmed it up)
+        return time_call(lambda: reference_generate(model, prompt, tokens, stop_at_eos=False), repeats=1,
+                         warmup=0, device=model.device)[0]
+
+    def hf():  # back-to-back requests of 1 and n tokens
+        one, all_n = request_s(1), request_s(n)
+        return one, (all_n - one) / (n - 1)
 
     def run_fast(dec):
         lat = dec.generate(prompt, n, stop_at_eos=False).latency
@@ -58,22 +59,6 @@ def _runners(model: Model, prompt: str, n: int, decoders: dict[str, FastDecoder]
 
     runs = {"engine": engine, "engine+record": lambda: engine("all"), "generate()": hf}
     return {**runs, **{k: (lambda d=d: run_fast(d)) for k, d in decoders.items()}}
-
-
-def measure_read_bandwidth(device="cpu", dtype=torch.float32, mb: int = 256, repeats: int = 5) -> float:
-    """Bytes per second of a pure read (a sum over a large tensor), best of ``repeats``.
-
-    A decode step only *reads* its weights. ``cost.measure_bandwidth`` times a copy (read + write);
-    on some CPUs a core streams less in pure reads than a copy's read + write total.
-    """
-    x = torch.ones(mb * 2**20 // torch.empty((), dtype=dtype).element_size(), dtype=dtype, device=device)
-    x.sum()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = clock(device)
-        x.sum()
-        best = min(best, clock(device) - t0)
-    return x.numel() * x.element_size() / best
 
 
 def apply_floors(result: dict, machine: MachineProfile, read_bytes_per_s: float | None = None) -> dict:
@@ -172,8 +157,8 @@ def table(results: list[dict]) -> str:
 
 
 def main(argv=None) -> dict:
-    """Command line: ``python -m inferlab.bench --models bundled random:gpt2 --new-tokens 32``."""
-    p = argparse.ArgumentParser(prog="python -m inferlab.bench", description=__doc__.split("\n\n")[0])
+    """Command line: ``python -m inferlab.tools.bench --models bundled random:gpt2 --new-tokens 32``."""
+    p = argparse.ArgumentParser(prog="python -m inferlab.tools.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=["bundled", "random:gpt2"], help="names for inferlab.load()")
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--new-tokens", type=int, default=32)
@@ -199,10 +184,10 @@ def main(argv=None) -> dict:
         del model
     after = measure_machine(args.device, getattr(torch, dtype))
     best = max((before, after), key=lambda mp: mp.bytes_per_s)  # the higher ceiling: the stricter floor
-    read = measure_read_bandwidth(args.device, getattr(torch, dtype))
+    read = measure_bandwidth(args.device, getattr(torch, dtype), kind="read")
     for r in results:
         apply_floors(r, best, read)
-    command = "python -m inferlab.bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m inferlab.tools.bench " + " ".join(sys.argv[1:] if argv is None else argv)
     out = {"started": started, "command": command,
            "torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": platform.processor(),
            "machine_before": before.to_dict(), "machine_after": after.to_dict(), "read_bytes_per_s": read,

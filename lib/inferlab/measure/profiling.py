@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from .timing import clock, summarize, time_call
+from ..timing import clock, summarize, time_call
 
 GROUPS = ("matmuls", "attention", "norms & activations", "other ops", "compiled graph (fused)", "Python & dispatch")
 _GROUP_WORDS = (("compiled graph (fused)", ("CompiledFxGraph",)),

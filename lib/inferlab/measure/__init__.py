@@ -1,0 +1,97 @@
+"""Measuring this machine: one result type per measurement, each timed once, on ``timing.time_call``.
+
+    machine.py      the two ceilings: ``measure_bandwidth`` (copy or read), ``measure_matmul``, ``measure_machine``
+    sweeps.py       ``Sweep`` (every repeat at every size) and ``prefill_sweep``, ``decode_sweep``,
+                    ``batch_sweep`` (decode or prefill, engine or fast path), ``turn_batch``
+    kernels.py      ``kernel_sweep``: prefill under each attention kernel (time, peak memory, agreement)
+    latency.py      whole requests through ``generate``: ``measure`` -> ``Measurement``, ``ttft_sweep``,
+                    ``tpot_sweep``, ``compare`` (dtypes, devices), ``thinking_sweep``
+    cache_on_off.py ``compare_cache``: greedy decoding with and without the KV cache
+    roofline.py     measured times against the cost model: ``sweep_costs``, ``roofline_points``,
+                    ``myth_check``, ``count_ops``, ``predict_sizes``
+    speedups.py     notebook 08's techniques: ``quant_rows``, ``decode_paths``, ``scoreboard_rows``
+    profiling.py    ``profile_step`` (where one step's time goes), ``op_group``, ``peak_bytes``
+
+Counting (FLOPs, bytes, floors) is ``inferlab.cost``; figures are ``inferlab.viz``; the command-line
+benchmark is ``python -m inferlab.tools.bench``.
+
+    >>> from inferlab import measure
+    >>> machine = measure.measure_machine(m.device, m.info.dtype)      # doctest: +SKIP
+    >>> measure.prefill_sweep(m, [8, 64, 256]).medians                   # doctest: +SKIP
+"""
+
+from .cache_on_off import CacheComparison, compare_cache
+from .kernels import KernelComparison, attention_kernels, kernel_sweep
+from .latency import (
+    Measurement,
+    ThinkingPoint,
+    cached_model,
+    compare,
+    load_variant,
+    measure,
+    prompt_of_length,
+    split_thinking,
+    thinking_sweep,
+    tpot_sweep,
+    ttft_sweep,
+)
+from .machine import measure_bandwidth, measure_machine, measure_matmul
+from .profiling import StepProfile, peak_bytes, profile_step
+from .roofline import (
+    MythCheck,
+    Prediction,
+    RooflinePoint,
+    count_ops,
+    myth_check,
+    predict_sizes,
+    roofline_points,
+    sweep_costs,
+)
+from .speedups import PathRow, QuantRow, bench_prompt, compiled_decoder, decode_paths, quant_rows, scoreboard_rows
+from .sweeps import Sweep, batch_sweep, decode_sweep, prefill_sweep, sample_ids, turn_batch
+
+__all__ = [
+    "CacheComparison",
+    "KernelComparison",
+    "Measurement",
+    "MythCheck",
+    "PathRow",
+    "Prediction",
+    "QuantRow",
+    "RooflinePoint",
+    "StepProfile",
+    "Sweep",
+    "ThinkingPoint",
+    "attention_kernels",
+    "batch_sweep",
+    "bench_prompt",
+    "cached_model",
+    "compare",
+    "compare_cache",
+    "compiled_decoder",
+    "count_ops",
+    "decode_paths",
+    "decode_sweep",
+    "kernel_sweep",
+    "load_variant",
+    "measure",
+    "measure_bandwidth",
+    "measure_machine",
+    "measure_matmul",
+    "myth_check",
+    "peak_bytes",
+    "predict_sizes",
+    "prefill_sweep",
+    "profile_step",
+    "prompt_of_length",
+    "quant_rows",
+    "roofline_points",
+    "sample_ids",
+    "scoreboard_rows",
+    "split_thinking",
+    "sweep_costs",
+    "thinking_sweep",
+    "tpot_sweep",
+    "ttft_sweep",
+    "turn_batch",
+]

@@ -1,0 +1,176 @@
+"""Each speed-up technique of notebook 08, measured side by side on this machine.
+
+- ``quant_rows``: weight formats (bytes, speed, perplexity on held-out text), one ``QuantRow`` each.
+- ``decode_paths``: every way to decode, interleaved (engine, static cache, the fast paths, compiled),
+  one ``PathRow`` each; ``compiled_decoder`` builds the compiled one (or says why it cannot).
+- ``scoreboard_rows``: each technique against its baseline, as text for ``viz.speed.scoreboard``.
+
+Attention kernels are ``measure.kernels.kernel_sweep``; batching is ``measure.sweeps.batch_sweep``.
+Every path must produce the same greedy tokens; the rows carry them so notebooks can check.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from ..engine import generate
+from ..fast import FastDecoder, onednn_packing
+from ..models import Model
+from ..quantize import heldout_text, perplexity
+from ..timing import interleave, summarize
+from .kernels import KernelComparison
+from .sweeps import Sweep
+
+
+def bench_prompt(model: Model, tokens: int) -> str:
+    """The first ``tokens`` tokens of the held-out passage, as text."""
+    ids = model.encode(heldout_text())[:tokens]
+    return model.decode(ids)
+
+
+# ----------------------------------------------------------------------------- weight formats
+@dataclass(frozen=True)
+class QuantRow:
+    """One weight format: its bytes, the engine's median TTFT/TPOT with it, and held-out perplexity."""
+
+    kind: str  # "fp32", "bf16", "int8" ...
+    method: str
+    weight_bytes: int  # all stored weights
+    step_bytes: int  # what one decode step reads
+    ttft_s: float
+    tpot_s: float
+    perplexity: float
+    predicted_speedup: float | None = None  # fp32's step bytes / these (None without an fp32 row)
+    measured_speedup: float | None = None  # fp32's TPOT / this TPOT
+
+    def __repr__(self) -> str:
+        return (f"QuantRow({self.kind}: {self.step_bytes / 1e6:.1f} MB per step, TPOT {self.tpot_s * 1e3:.2f} ms, "
+                f"perplexity {self.perplexity:.2f})")
+
+
+def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats: int = 3) -> list[QuantRow]:
+    """Per ``inferlab.quantize.Quantized``: bytes, engine TTFT/TPOT (interleaved), held-out perplexity.
+
+    With an ``fp32`` entry, also ``predicted_speedup`` (its bytes per step / these) and
+    ``measured_speedup`` (its TPOT / this TPOT).
+    """
+    lat = interleave({k: (lambda v=v: generate(v.model, prompt, new_tokens, stop_at_eos=False).latency)
+                      for k, v in quantized.items()}, repeats)
+    rows = [QuantRow(k, v.method, v.weight_bytes, v.step_bytes, summarize([x.ttft for x in lat[k]]).median,
+                     summarize([x.tpot for x in lat[k]]).median, perplexity(v.model).perplexity)
+            for k, v in quantized.items()]
+    ref = next((r for r in rows if r.kind == "fp32"), None)
+    if ref is None:
+        return rows
+    return [QuantRow(**{**r.__dict__, "predicted_speedup": ref.step_bytes / r.step_bytes,
+                        "measured_speedup": ref.tpot_s / r.tpot_s}) for r in rows]
+
+
+# ----------------------------------------------------------------------------- decode paths
+@dataclass(frozen=True)
+class PathRow:
+    """Median TTFT and TPOT of one decode path (seconds)."""
+
+    label: str
+    ttft_s: float
+    tpot_s: float
+    tokens: tuple[int, ...]  # the greedy ids it produced (all paths must agree)
+    extra_bytes: int | None = None  # memory a fast path adds (its cache and weight copies)
+
+
+def _static_cache_run(model: Model, prompt: str, n: int) -> tuple[float, float, list[int]]:
+    """The engine with a pre-allocated ``StaticCache`` (greedy): TTFT, TPOT and the ids."""
+    trace = generate(model, prompt, n, stop_at_eos=False, cache_implementation="static")
+    return trace.latency.ttft, trace.latency.tpot, trace.generated_ids
+
+
+def compiled_decoder(model: Model, slots: int, prompt: str, **kwargs) -> tuple[FastDecoder | None, str | None]:
+    """A ``FastDecoder(compile=True)`` compiled now (by a 2-token answer), or ``None`` and why compiling failed.
+
+    ``torch.compile`` needs a C++ compiler on CPUs (and Triton on GPUs); where it cannot compile, the
+    callers here leave the compiled path out and say so instead of stopping.
+    """
+    try:
+        dec = FastDecoder(model, slots, compile=True, **kwargs)
+        dec.generate(prompt, 2, stop_at_eos=False)
+        return dec, None
+    except Exception as e:  # torch.compile raises many kinds (no compiler, unsupported op ...)
+        return None, f"torch.compile failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+
+
+def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: int = 3,
+                 compile: bool = False, slots: int | None = None) -> list[PathRow]:
+    """TTFT/TPOT of each way to decode (greedy), interleaved, after one warm-up run each.
+
+    Paths: the engine (``DynamicCache``), the engine with a pre-allocated ``StaticCache``, the fast
+    path with the tied LM head, with the transposed head, with oneDNN-packed weights (CPU), and
+    (``compile=True``) compiled (on a CPU: ``"rows"`` weights, see ``inferlab.fast``); on CUDA also with
+    a CUDA graph. A compiled path that cannot be built is left out with a warning that says why.
+    ``slots``: the fast decoders' cache size (at least prompt + new tokens + 1, the default); pass the
+    size of another compiled decoder of the same model to reuse its compiled code.
+    """
+    n = max(len(model.encode(prompt)) + new_tokens + 1, slots or 0)
+    decoders = {"fast (tied head)": FastDecoder(model, n, weights="tied", cuda_graph=False),
+                "fast (transposed head)": FastDecoder(model, n, weights="transposed", cuda_graph=False)}
+    if model.device.type == "cpu" and onednn_packing(model.info.dtype):
+        decoders["fast (oneDNN packed)"] = FastDecoder(model, n, weights="packed")
+    if compile:
+        dec, why = compiled_decoder(model, n, prompt, cuda_graph=False)
+        if dec is None:
+            warnings.warn(f"decode_paths: left out fast + torch.compile ({why})", stacklevel=2)
+        else:
+            decoders["fast + torch.compile"] = dec
+    if model.device.type == "cuda":
+        decoders["fast + CUDA graph"] = FastDecoder(model, n, cuda_graph=True)
+
+    def engine():
+        t = generate(model, prompt, new_tokens, stop_at_eos=False)
+        return t.latency.ttft, t.latency.tpot, t.generated_ids
+
+    def run_fast(dec):
+        t = dec.generate(prompt, new_tokens, stop_at_eos=False)
+        return t.latency.ttft, t.latency.tpot, t.generated_ids
+
+    runs = {"engine (DynamicCache)": engine,
+            "engine + StaticCache": lambda: _static_cache_run(model, prompt, new_tokens),
+            **{k: (lambda d=d: run_fast(d)) for k, d in decoders.items()}}
+    results = interleave(runs, repeats)
+    return [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median,
+                    tuple(vals[0][2]), decoders[k].extra_bytes if k in decoders else None)
+            for k, vals in results.items()]
+
+
+# ----------------------------------------------------------------------------- the scoreboard
+def scoreboard_rows(kernels: KernelComparison, qrows: list[QuantRow], paths: dict, batch: Sweep) -> list[dict]:
+    """One row per technique, as text relative to the default: for ``viz.speed.scoreboard``.
+
+    Args:
+        kernels: ``kernel_sweep`` with ``"eager"`` and ``"sdpa"`` (compared at the longest prompt).
+        qrows: ``quant_rows`` (each format against fp32).
+        paths: ``{name: (decode_paths rows, floor seconds)}`` (each path against the first).
+        batch: a decode ``batch_sweep`` (the largest batch against the first).
+    """
+    n, e, s = kernels.lengths[-1], kernels.sweeps["eager"], kernels.sweeps["sdpa"]
+    pe, ps = kernels.peak_bytes["eager"][-1], kernels.peak_bytes["sdpa"][-1]
+    board = [{"technique": "SDPA vs eager attention (prefill)",
+              "TTFT": f"x{s.medians[-1] / e.medians[-1]:.2f} at T={n}", "TPOT": "-",
+              "memory": f"x{ps / max(pe, 1):.2f} peak", "quality": f"same (max logit diff {kernels.agree:.1e})"}]
+    ref = next(r for r in qrows if r.kind == "fp32")
+    board += [{"technique": f"{r.kind} weights", "TTFT": f"x{r.ttft_s / ref.ttft_s:.2f}",
+               "TPOT": f"x{r.tpot_s / ref.tpot_s:.2f}", "memory": f"{r.step_bytes / 1e6:.1f} MB read/step",
+               "quality": f"perplexity {r.perplexity:.2f} ({r.perplexity / ref.perplexity - 1:+.2%})"}
+              for r in qrows if r.kind != "fp32"]
+    for name, (rows, floor_s) in paths.items():
+        base = rows[0]
+        board += [{"technique": f"{r.label} ({name})", "TTFT": f"x{r.ttft_s / base.ttft_s:.2f}",
+                   "TPOT": f"x{r.tpot_s / base.tpot_s:.2f} ({r.tpot_s / floor_s:.2f}x floor)",
+                   "memory": "-" if r.extra_bytes is None else f"+{r.extra_bytes / 1e6:.0f} MB",
+                   "quality": "same tokens" if r.tokens == base.tokens else "different tokens"} for r in rows[1:]]
+    b0, b1 = batch.xs[0], batch.xs[-1]
+    step0, step1 = batch.medians[0], batch.medians[-1]
+    board.append({"technique": f"batch {b1} vs {b0}", "TTFT": "-", "TPOT": f"x{step1 / step0:.2f} per user",
+                  "memory": f"x{b1 // b0} KV cache",
+                  "quality": f"x{batch.tokens_per_s[-1] / batch.tokens_per_s[0]:.1f} tokens/s"})
+    return board

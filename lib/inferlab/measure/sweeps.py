@@ -1,0 +1,223 @@
+"""Forward passes timed at growing sizes: prefill against prompt length, decode against context and batch.
+
+Every sweep returns the one ``Sweep`` result type (``times[i]`` holds every repeat, in seconds, at
+``xs[i]``), which ``inferlab.viz.latency.sweep_figure`` / ``batch_figure`` draw and
+``inferlab.measure.roofline`` places on the roofline. Each point is timed by ``timing.time_call``
+(warm-up, device sync, repeats) around the engine's own ``prefill`` / ``decode_step``, or the fast
+path's ``FastDecoder.prefill`` / ``step`` with ``path="fast"``.
+
+    >>> s = prefill_sweep(m, [8, 64, 256])          # doctest: +SKIP
+    >>> s.medians                                    # seconds, one per prompt length  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from ..engine import decode_step, prefill
+from ..errors import bad_value, check_number
+from ..fast import FastDecoder
+from ..models import Model
+from ..progress import progress
+from ..timing import Summary, summarize, time_call
+
+PATHS = ("engine", "fast")
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One job timed at several sizes: ``times[i]`` holds the repeats (seconds) at ``xs[i]``.
+
+    ``job`` names what was timed: ``"prefill"``, ``"decode"`` (against the context), ``"decode-batch"``
+    and ``"prefill-batch"`` (against the batch size), ``"TTFT"`` or ``"decode step"`` (whole requests,
+    ``inferlab.measure.latency``).
+    """
+
+    job: str
+    x_name: str  # what xs are, with units: "prompt length (tokens)", "context (tokens in the cache)", ...
+    xs: tuple[int, ...]
+    times: tuple[tuple[float, ...], ...]
+    tokens: tuple[int, ...]  # tokens one forward processes at each x (all sequences)
+    batch: int = 1  # sequences per forward (batch sweeps: see xs)
+    context: int = 0  # tokens per sequence before the timed forward (decode) or read by it (batch sweeps)
+    model: str = ""
+    device: str = ""
+    dtype: str = ""
+    note: str = ""
+
+    def __post_init__(self) -> None:
+        if not len(self.xs) == len(self.times) == len(self.tokens):
+            raise ValueError(f"a Sweep needs one entry of times and tokens per x: {len(self.xs)} xs, "
+                             f"{len(self.times)} times, {len(self.tokens)} tokens. Fix: pass equal lengths.")
+
+    @property
+    def summaries(self) -> tuple[Summary, ...]:
+        """``timing.Summary`` (median, p90, min, max ...) at each x."""
+        return tuple(summarize(t) for t in self.times)
+
+    @property
+    def medians(self) -> tuple[float, ...]:
+        """Median seconds at each x."""
+        return tuple(s.median for s in self.summaries)
+
+    @property
+    def lows(self) -> tuple[float, ...]:
+        """Fastest repeat at each x (seconds): the lower edge of the spread band."""
+        return tuple(min(t) for t in self.times)
+
+    @property
+    def highs(self) -> tuple[float, ...]:
+        """Slowest repeat at each x (seconds): the upper edge of the spread band."""
+        return tuple(max(t) for t in self.times)
+
+    @property
+    def tokens_per_s(self) -> tuple[float, ...]:
+        """Tokens processed per second at each x (median time)."""
+        return tuple(n / s for n, s in zip(self.tokens, self.medians))
+
+    def __repr__(self) -> str:
+        ms = [f"{s * 1e3:.2f}" for s in self.medians]
+        where = f", {self.model} on {self.device} {self.dtype}" if self.model else ""
+        return (f"Sweep({self.job}: {self.x_name} {list(self.xs)} -> median ms {ms}, "
+                f"{len(self.times[0]) if self.times else 0} repeats{where})")
+
+    def to_dict(self) -> dict:
+        """Plain-Python form (for JSON)."""
+        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+
+
+def sample_ids(model: Model, length: int, batch: int = 1, seed: int = 0) -> torch.Tensor:
+    """Reproducible token ids ``[batch, length]`` for timing (the values do not change the cost)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, model.info.vocab_size, (batch, length), generator=g).to(model.device)
+
+
+def meta(model: Model) -> dict:
+    """The ``model``, ``device`` and ``dtype`` fields of a result, read from ``model``."""
+    return {"device": str(model.device), "dtype": str(model.info.dtype).removeprefix("torch."),
+            "model": model.info.name}
+
+
+def check_sizes(name: str, sizes: Sequence[int], low: int, high: int) -> tuple[int, ...]:
+    """``sizes`` as a tuple of integers in ``[low, high]``, or a clear error naming ``name``."""
+    if isinstance(sizes, (int, str)) or not sizes:
+        raise bad_value(name, sizes, f"a non-empty list of integers in [{low}, {high}]", f"e.g. {name}=[{low}, {high}]")
+    for s in sizes:
+        check_number(name, s, low=low, high=high, integer=True,
+                     fix=f"keep every size between {low} and {high} (the model's context is the limit)")
+    return tuple(int(s) for s in sizes)
+
+
+def _check_path(path: str) -> None:
+    if path not in PATHS:
+        raise bad_value("path", path, f"one of {list(PATHS)}", "use 'engine' (Hugging Face forward) or 'fast'")
+
+
+def prefill_call(model: Model, ids: torch.Tensor, path: str = "engine", **options) -> Callable[[], object]:
+    """A no-argument function that prefills ``ids`` ``[batch, tokens]`` once on ``path`` (for ``time_call``)."""
+    _check_path(path)
+    if path == "engine":
+        return lambda: prefill(model, ids)
+    dec = FastDecoder(model, ids.shape[1], batch=ids.shape[0], **options)
+    return lambda: dec.prefill(ids)
+
+
+def decode_call(model: Model, context: int, batch: int, steps: int, path: str = "engine",
+                **options) -> Callable[[], object]:
+    """Prefill ``[batch, context]`` ids; return a function that runs one decode step (``steps`` calls fit).
+
+    Each call appends one position to the cache, as decoding does.
+    """
+    _check_path(path)
+    ids = sample_ids(model, context, batch)
+    if path == "engine":
+        _, cache = prefill(model, ids)
+        token = torch.zeros(batch, dtype=torch.long, device=model.device)
+        return lambda: decode_step(model, token, cache)
+    dec = FastDecoder(model, context + steps, batch=batch, **options)
+    token = dec.prefill(ids).argmax(-1)
+    return lambda: dec.step(token)
+
+
+def _times(fn: Callable[[], object], model: Model, repeats: int, warmup: int) -> tuple[float, ...]:
+    return tuple(time_call(fn, repeats=repeats, warmup=warmup, device=model.device))
+
+
+def prefill_sweep(model: Model, lengths: Sequence[int], *, repeats: int = 5, warmup: int = 1,
+                  batch: int = 1) -> Sweep:
+    """Time ``prefill`` of ``[batch, T]`` prompts for each T in ``lengths`` (each <= the context length)."""
+    lengths = check_sizes("lengths", lengths, 1, model.info.n_ctx)
+    check_number("repeats", repeats, low=1, integer=True)
+    times = [_times(prefill_call(model, sample_ids(model, t, batch)), model, repeats, warmup)
+             for t in progress(lengths, "prefill")]
+    return Sweep("prefill", "prompt length (tokens)", lengths, tuple(times), tuple(batch * t for t in lengths),
+                 batch=batch, **meta(model))
+
+
+def decode_sweep(model: Model, contexts: Sequence[int], *, repeats: int = 5, warmup: int = 1, batch: int = 1,
+                 path: str = "engine", **options) -> Sweep:
+    """Time one decode step with ``C`` positions already cached, for each C in ``contexts``.
+
+    Each timed step appends a position, so the repeats at C run at contexts C .. C + warmup + repeats - 1.
+    ``path="fast"`` times ``FastDecoder.step`` (``options`` go to ``FastDecoder``).
+    """
+    check_number("repeats", repeats, low=1, integer=True)
+    contexts = check_sizes("contexts", contexts, 1, model.info.n_ctx - warmup - repeats)
+    times = [_times(decode_call(model, c, batch, warmup + repeats, path, **options), model, repeats, warmup)
+             for c in progress(contexts, "decode")]
+    return Sweep("decode", "context (tokens in the cache)", contexts, tuple(times), tuple(batch for _ in contexts),
+                 batch=batch, context=contexts[0], **meta(model),
+                 note=f"each repeat adds one position (contexts C to C+{warmup + repeats - 1})")
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
+
+
+def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repeats: int = 5, warmup: int = 1,
+                job: str = "decode", path: str = "engine", **options) -> Sweep:
+    """Time one forward of ``batch`` sequences at once, for each batch size.
+
+    ``job="decode"``: one decode step for ``[batch]`` new tokens after a ``[batch, context]`` prefill
+    (each user's TPOT). ``job="prefill"``: the prefill of ``[batch, context]`` (each user's TTFT).
+    ``path="fast"`` times the fast path (``options`` go to ``FastDecoder``). Stops early, with a
+    ``note``, if the device runs out of memory.
+    """
+    if job not in ("decode", "prefill"):
+        raise bad_value("job", job, "'decode' or 'prefill'", "use job='decode' for TPOT, 'prefill' for TTFT")
+    batches = check_sizes("batches", batches, 1, 1 << 20)
+    check_number("repeats", repeats, low=1, integer=True)
+    high = model.info.n_ctx - (warmup + repeats if job == "decode" else 0)
+    check_number("context", context, low=1, high=high, integer=True)
+    done, times, note = [], [], ""
+    for b in progress(batches, "batch"):
+        try:
+            fn = (decode_call(model, context, b, warmup + repeats, path, **options) if job == "decode" else
+                  prefill_call(model, sample_ids(model, context, b), path, **options))
+            times.append(_times(fn, model, repeats, warmup))
+        except RuntimeError as exc:
+            if not _out_of_memory(exc):
+                raise
+            if model.device.type == "cuda":
+                torch.cuda.empty_cache()
+            note = f"stopped at batch {b}: out of memory"
+            break
+        done.append(b)
+    if not done:
+        raise RuntimeError(f"batch_sweep: even batch {batches[0]} ran out of memory. Fix: use a smaller context.")
+    tokens = tuple(done) if job == "decode" else tuple(b * context for b in done)
+    return Sweep(f"{job}-batch", "batch size (sequences)", tuple(done), tuple(times), tokens, batch=1,
+                 context=context, **meta(model), note=note)
+
+
+def turn_batch(sweep: Sweep, factor: float = 2.0) -> int | None:
+    """Smallest batch from which on every median step time is >= ``factor`` x the first batch's.
+
+    "From which on" keeps one slow outlier (another program using the machine) from counting as the turn.
+    None: the step time never stayed that high within the sweep.
+    """
+    first, medians = sweep.medians[0], sweep.medians
+    return next((b for i, b in enumerate(sweep.xs) if all(s >= factor * first for s in medians[i:])), None)

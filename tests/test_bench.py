@@ -1,0 +1,77 @@
+"""``python -m inferlab.tools.bench`` and the measurements it shares with notebook 08 (weight formats, kernels).
+
+The profiler, decode paths, compiler fallback and scoreboard are tested in ``test_speedups.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from inferlab.cost import MachineProfile
+from inferlab.measure import KernelComparison, Sweep, speedups
+from inferlab.tools import bench
+from inferlab.viz import speed
+
+PROMPT = "To be, or not to be, that is the question"
+
+
+# ----------------------------------------------------------------------------- weight formats, kernels
+def test_quant_rows_and_chart(model, monkeypatch):
+    from types import SimpleNamespace
+
+    from inferlab import quantize as q
+
+    # perplexity on the held-out text is quantize's own test; here a stand-in keeps this test fast
+    monkeypatch.setattr(speedups, "perplexity", lambda m: SimpleNamespace(perplexity=12.5))
+    rows = speedups.quant_rows({k: q.quantize(model, k) for k in ("fp32", "bf16")}, PROMPT, 3, repeats=1)
+    assert [r.kind for r in rows] == ["fp32", "bf16"]
+    assert rows[0].predicted_speedup == 1.0 and rows[0].measured_speedup == 1.0
+    assert rows[1].predicted_speedup == pytest.approx(2.0, rel=0.05)  # half the bytes per step
+    assert rows[1].perplexity == 12.5 and "MB per step" in repr(rows[1])
+    alone = speedups.quant_rows({"bf16": q.quantize(model, "bf16")}, PROMPT, 2, repeats=1)
+    assert alone[0].predicted_speedup is None  # no fp32 row to compare with
+    fig = speed.quant_chart(rows, bytes_per_s=1e9)
+    assert list(fig.data[0].text) == ["fp32", "bf16"] and fig.data[1].name == "bytes / bandwidth"
+    with pytest.raises(ValueError, match="QuantRow"):
+        speed.quant_chart([{"kind": "fp32"}])
+
+
+def fake_kernels() -> KernelComparison:
+    sweeps = {k: Sweep("prefill", "prompt length (tokens)", (16, 64), ((s / 4,), (s,)), (16, 64))
+              for k, s in (("eager", 0.02), ("sdpa", 0.01))}
+    return KernelComparison(sweeps, {"eager": (1_000_000, 4_000_000), "sdpa": (500_000, 1_000_000)},
+                            {"eager": (0.0, 0.0), "sdpa": (1e-6, 2e-6)})
+
+
+def test_prefill_chart():
+    fig = speed.prefill_chart(fake_kernels())
+    assert [t.name for t in fig.data] == ["eager time", "eager memory", "sdpa time", "sdpa memory"]
+    assert list(fig.data[0].y) == pytest.approx([5.0, 20.0])  # ms
+    assert list(fig.data[3].y) == pytest.approx([500_000 / 2**20, 1_000_000 / 2**20])  # MiB
+    with pytest.raises(ValueError, match="kernel_sweep"):
+        speed.prefill_chart([])
+
+
+# ----------------------------------------------------------------------------- the command
+def test_benchmark_command_writes_json_and_table(tmp_path, capsys):
+    out = tmp_path / "bench.json"
+    result = bench.main(["--models", "bundled", "--repeats", "1", "--new-tokens", "3", "--prompt-tokens", "8",
+                         "--variants", "engine", "generate()", "fast", "--out", str(out)])
+    printed = capsys.readouterr().out
+    r = result["results"][0]
+    assert set(r["variants"]) == {"engine", "generate()", "fast"}
+    assert r["read_bytes_per_s"] == result["read_bytes_per_s"] > 0  # the read-only bandwidth, measured once
+    assert "x generate()" in printed and "x read floor" in printed and out.exists()
+    assert result["command"].startswith("python -m inferlab.tools.bench")
+
+
+def test_apply_floors_by_hand():
+    machine = MachineProfile("cpu", "float32", bytes_per_s=20e9, flops_per_s=100e9, copy_mb=1, matmul_n=1)
+    result = {"model": "gpt2", "shape": [12, 12, 768, 50257, 1024, 4], "prompt_tokens": 10, "new_tokens": 2,
+              "variants": {"engine": {"ttft_s": 0.1, "tpot_s": 0.0495012864}}}
+    bench.apply_floors(result, machine, read_bytes_per_s=10e9)
+    # decode at context 10 + 2 // 2 = 11: 494,128,128 + 12 x 73,728 = 495,012,864 B -> 24.7506432 ms at 20 GB/s
+    assert result["tpot_floor_s"] == pytest.approx(0.0247506432)
+    assert result["tpot_read_floor_s"] == pytest.approx(0.0495012864)  # the same bytes at 10 GB/s
+    engine = result["variants"]["engine"]
+    assert engine["tpot_x_floor"] == pytest.approx(2.0) and engine["tpot_x_read_floor"] == pytest.approx(1.0)
