@@ -1,4 +1,4 @@
-"""Attention opened up: the hand-computed layer against the model, head scores, entropy, logit lens, figures."""
+"""Attention opened up: recorded patterns, the hand-computed layer against the model, figures, the explorer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 import inferlab as il
-from inferlab import _hf, hooks
+from inferlab import _hf, hooks, measure
 from inferlab import attention as A
 from inferlab.viz import attention as va
 from inferlab.viz import show_token
@@ -22,7 +22,7 @@ def pat(short_trace) -> A.Patterns:
 
 
 def causal_uniform(T: int) -> torch.Tensor:
-    """Evenly spread causal attention ``[T, T]``."""
+    """Evenly spread causal attention ``[query_pos, key_pos]`` over T tokens."""
     return torch.ones(T, T).tril() / torch.arange(1, T + 1).view(-1, 1)
 
 
@@ -47,7 +47,7 @@ def test_record_patterns_matches_generate(model, pat):
 def test_record_patterns_refuses_beyond_memory_and_context(model):
     with pytest.raises(ValueError, match="max_attention_bytes"):
         A.record_patterns(model, list(range(100, 164)), max_attention_bytes=1000)
-    with pytest.raises(ValueError, match="n_ctx"):
+    with pytest.raises(ValueError, match="context length"):
         A.record_patterns(model, [11] * (model.info.n_ctx + 1))
     assert A.attention_bytes(4, 5, 10) == 4 * 5 * 100 * 4
 
@@ -88,68 +88,7 @@ def test_layer_by_hand_rejects_bad_input(model, pat):
         A.layer_by_hand(model, pat.residual[0, :, :10], 0)
 
 
-# ----------------------------------------------------------------------------- kinds of heads
-def test_scores_of_ideal_heads():
-    T = 9
-    prev = torch.zeros(T, T)
-    prev[0, 0] = 1
-    prev[torch.arange(1, T), torch.arange(T - 1)] = 1
-    first = torch.zeros(T, T)
-    first[:, 0] = 1
-    assert A.previous_token_score(prev) == pytest.approx(1.0)
-    assert A.first_token_score(prev) == pytest.approx(1 / (T - 1))
-    assert A.first_token_score(first) == pytest.approx(1.0)
-    n = 4  # BOS + R + R: 9 tokens
-    ind = first.clone()
-    for q in range(1 + n, 1 + 2 * n):
-        ind[q] = 0
-        ind[q, q - n + 1] = 1
-    assert A.induction_score(ind, n, offset=1) == pytest.approx(1.0)
-    assert A.induction_score(prev, n, offset=1) == pytest.approx(0.0)
-    uni = causal_uniform(T)
-    assert float(A.previous_token_score(uni)) == pytest.approx(A.uniform_baseline(torch.arange(1, T)), rel=1e-5)
-
-
-def test_random_repeated_ids(model):
-    ids = A.random_repeated_ids(model, 12, seed=3)
-    assert len(ids) == 25 and ids[0] == model.eos_id
-    assert ids[1:13] == ids[13:] and len(set(ids[1:13])) == 12
-    assert ids == A.random_repeated_ids(model, 12, seed=3) != A.random_repeated_ids(model, 12, seed=4)
-
-
-def test_head_scores(model, pat):
-    scores = A.head_scores(model, pat, repeat_len=8)
-    L, H = model.info.n_layer, model.info.n_head
-    assert scores.previous.shape == scores.first.shape == scores.induction.shape == (L, H)
-    layer, head, value = scores.top("induction")
-    assert value == pytest.approx(float(scores.induction[layer, head]))
-    assert float(scores.induction.max()) == pytest.approx(value)
-    assert scores.repeated.shape == (L, H, 17, 17)
-    with pytest.raises(ValueError, match="kind"):
-        scores.top("punctuation")
-
-
-def test_entropy():
-    T = 7
-    one_key = torch.zeros(T, T)
-    one_key[:, 0] = 1
-    assert float(A.attention_entropy(one_key)) == pytest.approx(0.0, abs=1e-6)
-    assert float(A.attention_entropy(causal_uniform(T))) == pytest.approx(A.uniform_entropy(T), rel=1e-5)
-
-
-# ----------------------------------------------------------------------------- logit lens, decode, cost
-def test_logit_lens_last_stage_is_the_model_output(model, pat):
-    lens = A.logit_lens(model, pat.residual, pat.ids, k=3)
-    L, T = model.info.n_layer, pat.shape[2]
-    assert lens.top_ids.shape == (L + 1, T, 3) and lens.next_prob.shape == (L + 1, T - 1)
-    full = il.forward_full(model, [pat.ids])[0]
-    assert torch.allclose(lens.logits_last, full, atol=1e-4)
-    assert torch.equal(lens.top_ids[-1, :, 0], full.argmax(-1))
-    assert bool((lens.top_probs[..., :-1] >= lens.top_probs[..., 1:]).all())
-    table = lens.table(T - 1)
-    assert table.count("\n") == L + 2 and "block 0" in table
-
-
+# ----------------------------------------------------------------------------- decode rows, kernels
 def test_decode_rows_equal_uncached_rows(model, short_trace):
     assert A.decode_rows_max_diff(model, short_trace) < 1e-5
     lengths = [len(r) for r in short_trace.decode_rows(0, 0)]
@@ -157,12 +96,12 @@ def test_decode_rows_equal_uncached_rows(model, short_trace):
     assert lengths == list(range(T + 1, T + len(short_trace.steps)))
 
 
-def test_time_attention_kernels_restores_the_model(model, pat):
+def test_timing_attention_kernels_restores_the_model(model, pat):
     before = _hf.current_attention(model.hf)
-    times = A.time_attention_kernels(model, pat.ids, repeats=1, warmup=0)
-    assert list(times.seconds) == ["sdpa", "eager", "eager + recording"]
-    assert all(len(v) == 1 and v[0] > 0 for v in times.seconds.values())
-    assert times.attention_bytes == A.attention_bytes(model.info.n_layer, model.info.n_head, len(pat.ids))
+    times = measure.attention_kernels(model, len(pat.ids), repeats=1, warmup=0)
+    assert times.kernels == ["sdpa", "eager", "eager + recording"] and times.lengths == (len(pat.ids),)
+    assert all(len(s.times[0]) == 1 and s.times[0][0] > 0 for s in times.sweeps.values())
+    assert times.agree < 1e-3  # the three set-ups compute the same logits
     assert _hf.current_attention(model.hf) == before and hooks.active_hook_count(model.hf) == 0
 
 
@@ -212,25 +151,18 @@ def test_query_row_and_by_hand(model, pat):
     assert len(fig.data) == 3 and fig.data[1].z[0][1] is None  # masked future shown blank
 
 
-def test_score_entropy_lens_figures(model, pat):
-    scores = A.head_scores(model, pat, repeat_len=6)
-    assert len(va.head_scores_figure(scores).data) == 3
-    ent = va.entropy_figure(A.attention_entropy(pat.attention), A.uniform_entropy(pat.shape[2]))
-    assert len(ent.data) == model.info.n_head + 1 and "bits" in ent.layout.yaxis.title.text
-    lens = A.logit_lens(model, pat.residual, pat.ids)
-    fig = va.logit_lens_figure(lens)
-    assert list(fig.data[0].y) == lens.layer_names
-    assert repr(show_token(lens.top_pieces[-1][0][0])) in fig.data[0].customdata[-1][0]
-
-
 def test_prefill_decode_and_kernel_figures(short_trace):
     fig = va.prefill_decode_figure(short_trace, 0, 1)
     T, N = len(short_trace.prompt_ids), len(short_trace.steps)
     assert len(fig.data[0].z) == T and len(fig.data[1].z) == N - 1
     assert len(fig.data[1].z[0]) == T + N - 1 and fig.data[1].z[0][T + 1] is None and fig.data[1].z[0][T] is not None
     assert fig.data[1].y[0].startswith("step 1:") and f"id {short_trace.generated_ids[0]}" in fig.data[1].y[0]
-    times = A.KernelTimes(5, {"sdpa": [0.001, 0.002], "eager": [0.002, 0.003]}, 100)
-    assert list(va.kernel_times_figure(times).data[0].x) == ["sdpa", "eager"]
+    sweeps = {k: measure.Sweep("prefill", "prompt length (tokens)", (5,), (t,), (5,))
+              for k, t in {"sdpa": (0.001, 0.002, 0.004), "eager": (0.002, 0.003, 0.005)}.items()}
+    bars = va.kernel_times_figure(measure.KernelComparison(sweeps, {}, {"sdpa": (0.0,), "eager": (0.0,)})).data[0]
+    assert list(bars.x) == ["sdpa", "eager"] and list(bars.y) == pytest.approx([2.0, 3.0])  # medians, ms
+    assert list(bars.error_y.arrayminus) == pytest.approx([1.0, 1.0])  # median - min
+    assert list(bars.error_y.array) == pytest.approx([2.0, 2.0])  # max - median
     with pytest.raises(ValueError, match="attention"):
         va.prefill_decode_figure(il.Trace("x", [1], ["x"]), 0, 0)
 

@@ -31,7 +31,10 @@ def test_lookup_is_wte_rows(model):
     ids = model.encode("How does inference work?")
     v = E.token_vectors(model, ids)
     assert v.shape == (5, model.info.d_model)
-    assert torch.equal(v, model.hf.transformer.wte.weight[ids].detach())
+    assert torch.equal(v, E.token_table(model)[ids])
+    with capture(model.hf, {"embeddings"}) as cap, torch.no_grad():
+        model.hf(torch.tensor([ids]))  # the reference: what the model's own embedding layer outputs
+    assert torch.equal(v, cap["embed.tok"])
     with pytest.raises(ValueError, match="ids"):
         E.token_vectors(model, [])
     with pytest.raises(ValueError):
@@ -45,7 +48,7 @@ def test_first_residual_is_what_block_0_receives(model):
         model.hf(torch.tensor([ids]))
     assert torch.allclose(res.tok, cap["embed.tok"]) and torch.allclose(res.pos, cap["embed.pos"])
     assert torch.allclose(res.sum, cap["embed.sum"], atol=1e-6)
-    assert "[T, d_model]" in repr(res)
+    assert "[tokens, d_model]" in repr(res)
 
 
 def test_position_table(model):

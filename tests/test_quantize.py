@@ -8,8 +8,8 @@ import pytest
 import torch
 
 import inferlab as il
+from inferlab import fast, heads
 from inferlab import quantize as q
-from inferlab.viz import speed
 
 PROMPT = "To be, or not to be, that is the question"
 
@@ -28,14 +28,11 @@ def test_kinds_on_cpu():
     assert q.available_kinds("cpu")[:4] == ("fp32", "bf16", "fp16", "int8")
 
 
-def test_conv1d_as_linear_is_the_same_model(model, logits):
-    import copy
-
-    hf = copy.deepcopy(model.hf)
-    q._linearize(hf)
-    assert not any(type(m).__name__ == "Conv1D" for m in hf.modules())
-    got = il.forward_full(il.Model(hf, model.tokenizer, model.info), [model.encode(PROMPT)])
-    torch.testing.assert_close(got, logits, rtol=1e-5, atol=1e-4)
+def test_as_linear_computes_x_times_w_transposed_plus_b():
+    w, b, x = torch.arange(6.0).view(2, 3), torch.tensor([0.5, -1.0]), torch.tensor([[1.0, 0.0, 2.0]])
+    # by hand: row 0 of w is (0, 1, 2) -> 1*0 + 0*1 + 2*2 + 0.5 = 4.5; row 1 is (3, 4, 5) -> 3 + 10 - 1 = 12
+    assert q.as_linear(w, b)(x).tolist() == [[4.5, 12.0]]
+    assert q.as_linear(w, None)(x).tolist() == [[4.0, 13.0]]
 
 
 def test_fp32_copy_is_identical_and_the_original_untouched(model, logits, fp32):
@@ -46,9 +43,18 @@ def test_fp32_copy_is_identical_and_the_original_untouched(model, logits, fp32):
 
 
 def test_step_bytes_count_the_tied_head_and_one_embedding_row(model, fp32):
-    info = model.info
-    wpe = info.n_ctx * info.d_model * 4
-    assert fp32.step_bytes == info.weight_bytes - wpe + info.d_model * 4 * 2
+    """Worked by hand for the bundled model (4 layers, d_model 160, vocab 50,257, n_ctx 512, fp32).
+
+    One block: 2 norms (2 x 320) + qkv 160x480+480 + out 160x160+160 + fc 160x640+640 + out 640x160+160
+             = 640 + 77,280 + 25,760 + 103,040 + 102,560                   =   309,280 weights
+    A decode step reads 4 blocks (1,237,120) + the final norm (320) + the tied head, all of wte
+    (50,257 x 160 = 8,041,120): 9,278,560 weights x 4 bytes = 37,114,240 bytes, plus one row each
+    of wte and wpe (2 x 160 x 4 = 1,280) = 37,115,520. Stored: those weights + wpe (512 x 160 = 81,920)
+    = 9,360,480 weights = 37,441,920 bytes.
+    """
+    assert (model.info.n_layer, model.info.d_model, model.info.n_ctx, model.info.vocab_size) == (4, 160, 512, 50257)
+    assert fp32.weight_bytes == 37_441_920
+    assert fp32.step_bytes == 37_115_520
 
 
 @pytest.mark.parametrize("kind", ["bf16", "fp16"])
@@ -84,6 +90,26 @@ def test_int4_linear_computes_the_dequantized_product():
     assert lin(x).shape == (3, 40)
 
 
+def test_parts_quantize_only_the_head_or_only_the_blocks(model, logits, fp32):
+    head, blocks = q.quantize(model, "int8", parts="head"), q.quantize(model, "int8", parts="blocks")
+    assert "LM head only" in head.method and "projections only" in blocks.method
+    # int8 stores 1 byte per weight instead of 4 (plus per-channel scales): each part saves about 3/4 of its bytes
+    head_fp32, blocks_fp32 = 50257 * 160 * 4, 4 * 307_200 * 4  # bundled model: the head and the block matrices
+    assert 0.70 < (fp32.step_bytes - head.step_bytes) / head_fp32 < 0.75
+    assert 0.70 < (fp32.step_bytes - blocks.step_bytes) / blocks_fp32 < 0.75
+    for part in (head, blocks):
+        got = il.forward_full(part.model, [model.encode(PROMPT)]).float()
+        assert torch.corrcoef(torch.stack([got.flatten(), logits.flatten()]))[0, 1] > 0.99
+
+
+def test_quantized_copies_are_refused_where_plain_weights_are_needed(model, logits):
+    int8 = q.quantize(model, "int8")
+    with pytest.raises(ValueError, match="quantized"):
+        fast.FastDecoder(int8.model, 16)
+    with pytest.raises(ValueError, match="LM head"):
+        heads.logit_lens(int8.model, torch.zeros(2, 3, model.info.d_model))
+
+
 @pytest.mark.skipif(not q.int4_supported(), reason="this PyTorch has no int4 CPU kernel")
 def test_int4_model_is_smaller_still(model, logits):
     int4, int8 = q.quantize(model, "int4"), q.quantize(model, "int8")
@@ -117,18 +143,9 @@ def test_heldout_excerpt_is_from_julius_caesar():
 def test_clear_errors(model):
     with pytest.raises(ValueError, match="kind"):
         q.quantize(model, "int3")
+    with pytest.raises(ValueError, match="parts"):
+        q.quantize(model, "fp16", parts="head")
+    with pytest.raises(ValueError, match="parts"):
+        q.quantize(model, "int8", parts="mlp")
     with pytest.raises(ValueError, match="window"):
         q.perplexity(model, "Hi", window=10**6)
-
-
-def test_quant_chart_and_scoreboard():
-    rows = [{"kind": "fp32", "step_bytes": 4e6, "tpot_s": 2e-3, "perplexity": 10.0},
-            {"kind": "int8", "step_bytes": 1e6, "tpot_s": 1e-3, "perplexity": 10.5}]
-    fig = speed.quant_chart(rows, bytes_per_s=2e9)
-    assert list(fig.data[0].text) == ["fp32", "int8"]
-    assert "perplexity 10.50" in fig.data[0].hovertext[1]
-    assert fig.layout.xaxis.title.text.startswith("bytes read")
-    with pytest.raises(ValueError, match="kind"):
-        speed.quant_chart([{"kind": "x"}])
-    table = speed.scoreboard([{"technique": "int8", "TPOT": "x0.5"}])
-    assert list(table.data[0].cells.values[0]) == ["int8"]

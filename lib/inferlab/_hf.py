@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -21,22 +22,18 @@ from transformers import (
     PreTrainedTokenizerBase,
     StaticCache,
 )
+from transformers.pytorch_utils import Conv1D
 from transformers.utils import logging as hf_logging
-
-# Published configs of the GPT-2 family (Radford et al. 2019), for random-weight models and the cost model.
-GPT2_FAMILY: dict[str, dict[str, int]] = {
-    "gpt2": {"n_layer": 12, "n_head": 12, "n_embd": 768},
-    "distilgpt2": {"n_layer": 6, "n_head": 12, "n_embd": 768},
-    "gpt2-medium": {"n_layer": 24, "n_head": 16, "n_embd": 1024},
-    "gpt2-large": {"n_layer": 36, "n_head": 20, "n_embd": 1280},
-    "gpt2-xl": {"n_layer": 48, "n_head": 25, "n_embd": 1600},
-}
 
 
 def load_folder(path: Path | str, *, dtype: torch.dtype, device: torch.device,
                 local_only: bool) -> GPT2LMHeadModel:
-    """Load a GPT-2 checkpoint (a folder or a hub name). Safetensors only; never remote code."""
-    config = AutoConfig.from_pretrained(path, local_files_only=local_only)
+    """Load a GPT-2 checkpoint (a folder or a hub name). Safetensors only; never remote code.
+
+    The caller has already read ``config.json`` itself (``models.check_config``); every call here refuses
+    remote code explicitly anyway, so transformers raises instead of asking on standard input.
+    """
+    config = AutoConfig.from_pretrained(path, local_files_only=local_only, trust_remote_code=False)
     if config.model_type != "gpt2":
         raise ValueError(
             f"model={str(path)!r} is a {config.model_type!r} model; inferlab's hooks follow GPT-2's "
@@ -44,17 +41,32 @@ def load_folder(path: Path | str, *, dtype: torch.dtype, device: torch.device,
         )
     hf_logging.disable_progress_bar()  # a loading bar on stderr would break checked notebook cells
     model = GPT2LMHeadModel.from_pretrained(
-        path, dtype=dtype, use_safetensors=True, local_files_only=local_only,
-        attn_implementation="sdpa",
+        path, config=config, dtype=dtype, use_safetensors=True, local_files_only=local_only,
+        attn_implementation="sdpa", trust_remote_code=False,
     )
     return model.to(device).eval()
 
 
 def load_tokenizer(path: Path | str, *, local_only: bool) -> PreTrainedTokenizerBase:
-    """The tokenizer saved with a checkpoint (GPT-2's byte-level BPE)."""
+    """The tokenizer saved with a checkpoint (GPT-2's byte-level BPE); never remote code."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(path, local_files_only=local_only)
+    return AutoTokenizer.from_pretrained(path, local_files_only=local_only, trust_remote_code=False)
+
+
+def hub_file(name: str, filename: str, *, local_only: bool) -> Path | None:
+    """One file of a hub checkpoint (``config.json`` ...): from the cache, or downloaded alone when allowed."""
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
+
+    cached = try_to_load_from_cache(name, filename)
+    if isinstance(cached, str):
+        return Path(cached)
+    if local_only:
+        return None
+    return Path(hf_hub_download(name, filename))
+
+
+TOKENIZER_FILES = (("vocab.json", "merges.txt"), ("tokenizer.json",))
 
 
 def gpt2_tokenizer_from_files(vocab: Path, merges: Path) -> GPT2TokenizerFast:
@@ -63,11 +75,14 @@ def gpt2_tokenizer_from_files(vocab: Path, merges: Path) -> GPT2TokenizerFast:
     return GPT2TokenizerFast(vocab=str(vocab), merges=str(merges))
 
 
-def random_gpt2(name: str, *, n_positions: int = 1024, dtype: torch.dtype,
-                device: torch.device, seed: int = 0) -> GPT2LMHeadModel:
-    """A GPT-2-family model with its published shape and random weights (speed needs no trained values)."""
+def new_gpt2(*, n_layer: int, n_head: int, d_model: int, n_ctx: int = 1024, vocab_size: int = 50257,
+             dtype: torch.dtype = torch.float32, device: torch.device | str = "cpu", seed: int = 0) -> GPT2LMHeadModel:
+    """A GPT-2 with the given shape and random weights (timing needs the shape, not trained values).
+
+    Tests also use it to write small checkpoints with ``save_pretrained``.
+    """
     torch.manual_seed(seed)
-    config = GPT2Config(n_positions=n_positions, **GPT2_FAMILY[name])
+    config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=d_model, n_positions=n_ctx, vocab_size=vocab_size)
     config._attn_implementation = "sdpa"
     model = GPT2LMHeadModel(config).to(dtype)
     return model.to(device).eval()
@@ -165,35 +180,153 @@ def hf_generate(model: GPT2LMHeadModel, ids: torch.Tensor, *, max_new_tokens: in
     return out[:, ids.shape[1]:]
 
 
-# ----------------------------------------------------------------------------- named modules
-def token_embedding(model: GPT2LMHeadModel) -> torch.nn.Embedding:
-    """``wte``: ``[vocab, d_model]``."""
-    return model.transformer.wte
+# ----------------------------------------------------------------------------- shape facts
+@dataclass(frozen=True)
+class ShapeFacts:
+    """The numbers ``ModelInfo`` and the fast path need, read from the config in one place."""
+
+    n_layer: int
+    n_head: int
+    d_model: int
+    head_dim: int  # d_model // n_head
+    n_ctx: int  # positions in the position table (the context length)
+    vocab_size: int
+    layer_norm_eps: float
+    activation: str  # the MLP's activation by Hugging Face's name (GPT-2: "gelu_new", the tanh GELU)
 
 
-def position_embedding(model: GPT2LMHeadModel) -> torch.nn.Embedding:
-    """``wpe``: ``[n_ctx, d_model]``."""
-    return model.transformer.wpe
+def shape_facts(model: GPT2LMHeadModel) -> ShapeFacts:
+    """The model's shape: layers, heads, widths, context, vocabulary, norm epsilon and activation."""
+    cfg = model.config
+    return ShapeFacts(n_layer=cfg.n_layer, n_head=cfg.n_head, d_model=cfg.n_embd, head_dim=cfg.n_embd // cfg.n_head,
+                      n_ctx=cfg.n_positions, vocab_size=cfg.vocab_size, layer_norm_eps=cfg.layer_norm_epsilon,
+                      activation=cfg.activation_function)
 
 
-def blocks(model: GPT2LMHeadModel) -> list[torch.nn.Module]:
-    """The transformer blocks, in order."""
-    return list(model.transformer.h)
+def follows_plain_gpt2(model: GPT2LMHeadModel) -> bool:
+    """Whether the config is GPT-2 as published: tanh GELU, one ``1/sqrt(head_dim)`` attention scale, no
+    re-ordered attention. A hand-written GPT-2 block (``fast.py``) is exact only for these."""
+    cfg = model.config
+    return (cfg.activation_function == "gelu_new" and cfg.scale_attn_weights
+            and not cfg.scale_attn_by_inverse_layer_idx and not cfg.reorder_and_upcast_attn)
 
 
-def final_norm(model: GPT2LMHeadModel) -> torch.nn.Module:
-    """``ln_f``, applied before the LM head."""
-    return model.transformer.ln_f
+# ----------------------------------------------------------------------------- weights as plain tensors
+@dataclass(frozen=True)
+class NormTensors:
+    """A LayerNorm as plain tensors: ``F.layer_norm(x, (d_model,), weight, bias, eps)``."""
+
+    weight: torch.Tensor  # [d_model]
+    bias: torch.Tensor  # [d_model]
+    eps: float
 
 
-def lm_head(model: GPT2LMHeadModel) -> torch.nn.Module:
-    """The LM head (tied to ``wte`` in GPT-2)."""
-    return model.lm_head
+@dataclass(frozen=True)
+class ProjTensors:
+    """One projection as plain tensors: ``y = x @ weight + bias`` for ``x`` ``[tokens, in]``."""
+
+    weight: torch.Tensor  # [in, out]: GPT-2's Conv1D layout (nn.Linear stores the transpose)
+    bias: torch.Tensor  # [out]
 
 
-def qkv_weights(block: torch.nn.Module) -> tuple[torch.Tensor, torch.Tensor, torch.nn.Module]:
-    """A block's fused QKV weight ``[d_model, 3*d_model]``, bias ``[3*d_model]`` and output projection.
+@dataclass(frozen=True)
+class BlockTensors:
+    """One transformer block's weights: detached views of the model's own tensors (don't write to them)."""
 
-    GPT-2 uses ``Conv1D`` (weight stored ``[in, out]``), so ``x @ W + b`` is the projection.
+    ln1: NormTensors  # before attention
+    qkv: ProjTensors  # [d_model, 3 * d_model]: queries, keys and values side by side
+    attn_out: ProjTensors  # [d_model, d_model]: the merged heads back into the residual stream
+    ln2: NormTensors  # before the MLP
+    fc: ProjTensors  # [d_model, d_mlp]: the MLP's first product (d_mlp = 4 * d_model in GPT-2)
+    mlp_out: ProjTensors  # [d_mlp, d_model]
+    attention_scale: float  # the factor on q @ k^T: 1/sqrt(head_dim) in GPT-2
+    activation: Callable[[torch.Tensor], torch.Tensor]  # between fc and mlp_out (GPT-2: the tanh GELU)
+
+
+def _norm(ln: torch.nn.LayerNorm) -> NormTensors:
+    return NormTensors(ln.weight.detach(), ln.bias.detach(), float(ln.eps))
+
+
+def _proj(module: torch.nn.Module) -> ProjTensors:
+    if isinstance(module, Conv1D):
+        return ProjTensors(module.weight.detach(), module.bias.detach())
+    if isinstance(module, torch.nn.Linear):  # already swapped (e.g. quantize.as_linear): nn.Linear stores W.T
+        return ProjTensors(module.weight.detach().t(), module.bias.detach())
+    raise ValueError(f"a projection is a {type(module).__name__}, not plain float weights (a quantized copy?). "
+                     "Fix: use the original model from inferlab.load().")
+
+
+def block_tensors(model: GPT2LMHeadModel) -> list[BlockTensors]:
+    """Every block's weights, in order, as plain tensors (``[in, out]`` projections: ``x @ W + b``)."""
+    return [BlockTensors(_norm(b.ln_1), _proj(b.attn.c_attn), _proj(b.attn.c_proj), _norm(b.ln_2),
+                         _proj(b.mlp.c_fc), _proj(b.mlp.c_proj), float(b.attn.scaling), b.mlp.act)
+            for b in model.transformer.h]
+
+
+def final_norm_tensors(model: GPT2LMHeadModel) -> NormTensors:
+    """The LayerNorm after the last block (``ln_f``), applied before the LM head."""
+    return _norm(model.transformer.ln_f)
+
+
+def embedding_tensors(model: GPT2LMHeadModel) -> tuple[torch.Tensor, torch.Tensor]:
+    """The token table ``[vocab, d_model]`` and the position table ``[n_ctx, d_model]`` (detached views)."""
+    return model.transformer.wte.weight.detach(), model.transformer.wpe.weight.detach()
+
+
+def head_weight(model: GPT2LMHeadModel) -> torch.Tensor:
+    """The LM head ``[vocab, d_model]``: logits = ``h @ W.T``. GPT-2 ties it to the token table (same tensor)."""
+    head = model.lm_head
+    if not isinstance(head, torch.nn.Linear) or head.bias is not None:
+        raise ValueError(f"the LM head is a {type(head).__name__}, not a plain weight (a quantized copy?). "
+                         "Fix: use the original model from inferlab.load().")
+    return head.weight.detach()
+
+
+def tied_head(model: GPT2LMHeadModel) -> bool:
+    """Whether the LM head reads the token table itself (GPT-2's tied weights; not after swapping the head)."""
+    head = model.lm_head
+    return isinstance(head, torch.nn.Linear) and head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()
+
+
+# ----------------------------------------------------------------------------- swapping projections
+def replace_projections(model: GPT2LMHeadModel, make: Callable[[torch.Tensor, torch.Tensor | None], torch.nn.Module],
+                        *, blocks: bool = True, head: bool = False) -> None:
+    """Replace projections in place by ``make(weight, bias)``, ``weight`` ``[out, in]`` (nn.Linear's layout).
+
+    ``blocks``: every block's four (qkv, attention out, MLP in, MLP out); ``head``: the LM head (``bias``
+    None). The new module maps ``[..., in]`` to ``[..., out]``. For quantized copies: use on a copy.
     """
-    return block.attn.c_attn.weight, block.attn.c_attn.bias, block.attn.c_proj
+    if blocks:
+        for b in model.transformer.h:
+            for parent, name in ((b.attn, "c_attn"), (b.attn, "c_proj"), (b.mlp, "c_fc"), (b.mlp, "c_proj")):
+                p = _proj(getattr(parent, name))
+                setattr(parent, name, make(p.weight.t(), p.bias))
+    if head:
+        model.lm_head = make(head_weight(model), None)
+
+
+# ----------------------------------------------------------------------------- capture points (hooks.py)
+@dataclass(frozen=True)
+class CapturePoints:
+    """The modules ``hooks.capture`` registers on, found by GPT-2's names here so nothing else names them."""
+
+    token_embedding: torch.nn.Module  # output [batch, tokens, d_model]
+    position_embedding: torch.nn.Module  # output [batch, tokens, d_model] (or [1, tokens, d_model])
+    blocks: tuple[torch.nn.Module, ...]  # input/output hidden states [batch, tokens, d_model]
+    attentions: tuple[torch.nn.Module, ...]  # output (mixed, probs [batch, heads, query_pos, key_pos])
+
+
+def capture_points(model: GPT2LMHeadModel) -> CapturePoints:
+    """Where the named capture points live in a GPT-2 model."""
+    blocks = tuple(model.transformer.h)
+    return CapturePoints(model.transformer.wte, model.transformer.wpe, blocks, tuple(b.attn for b in blocks))
+
+
+def block_input(args: tuple, kwargs: dict) -> torch.Tensor:
+    """The hidden states ``[batch, tokens, d_model]`` a block's forward pre-hook receives."""
+    return args[0] if args else kwargs["hidden_states"]
+
+
+def attention_probs(output) -> torch.Tensor | None:
+    """The probabilities ``[batch, heads, query_pos, key_pos]`` in an attention module's output (eager only)."""
+    return output[1] if isinstance(output, tuple) and len(output) > 1 else None

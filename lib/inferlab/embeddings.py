@@ -1,8 +1,8 @@
 """Embeddings: ids pick rows of ``wte``, positions pick rows of ``wpe``, and their sum enters layer 0.
 
-    vectors = wte[ids]                  # [T, d_model]   one row per token
-    pos     = wpe[0..T-1]               # [T, d_model]   one row per position
-    x0      = vectors + pos             # [T, d_model]   the first residual-stream vectors
+    vectors = wte[ids]                  # [tokens, d_model]  one row per token
+    pos     = wpe[0..T-1]               # [tokens, d_model]  one row per position
+    x0      = vectors + pos             # [tokens, d_model]  the first residual-stream vectors
 
 ``VocabSpace`` holds the token table once (rows, unit rows, which rows are shared copies) so neighbour
 searches and projections reuse it. Every statement about structure is a number computed here.
@@ -41,14 +41,14 @@ WORD_GROUPS: dict[str, list[str]] = {
 
 def token_table(model: Model) -> torch.Tensor:
     """``wte``: the token table, ``[vocab, d_model]`` (a detached view of the weights: don't write to it)."""
-    return _hf.token_embedding(model.hf).weight.detach()
+    return _hf.embedding_tensors(model.hf)[0]
 
 
 @torch.no_grad()
 def token_vectors(model: Model, ids: Sequence[int]) -> torch.Tensor:
-    """``wte[ids]``: one row of the token table per id, ``[T, d_model]`` (float32, CPU)."""
+    """``wte[ids]``: one row of the token table per id, ``[tokens, d_model]`` (float32, CPU)."""
     ids = torch.as_tensor(list(ids), dtype=torch.long)
-    wte = _hf.token_embedding(model.hf).weight
+    wte = token_table(model)
     if ids.numel() == 0 or int(ids.min()) < 0 or int(ids.max()) >= wte.shape[0]:
         raise bad_value("ids", ids.tolist()[:8], f"1 or more ids in 0..{wte.shape[0] - 1}", "tokenize a non-empty text")
     return wte[ids.to(wte.device)].detach().float().cpu()
@@ -57,7 +57,7 @@ def token_vectors(model: Model, ids: Sequence[int]) -> torch.Tensor:
 @torch.no_grad()
 def position_table(model: Model, n: int | None = None) -> torch.Tensor:
     """``wpe``: the first ``n`` rows of the position table (all ``n_ctx`` by default), ``[n, d_model]``."""
-    wpe = _hf.position_embedding(model.hf).weight
+    wpe = _hf.embedding_tensors(model.hf)[1]
     n = wpe.shape[0] if n is None else n
     if not 1 <= n <= wpe.shape[0]:
         raise bad_value("n", n, f"1 <= n <= {wpe.shape[0]} (the context length)", "pass a smaller n")
@@ -66,7 +66,7 @@ def position_table(model: Model, n: int | None = None) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class FirstResidual:
-    """The input to layer 0 for a prompt: token part, position part and their sum, each ``[T, d_model]``."""
+    """The input to layer 0 for a prompt: token part, position part and their sum, each ``[tokens, d_model]``."""
 
     ids: list[int]
     tok: torch.Tensor
@@ -74,7 +74,7 @@ class FirstResidual:
     sum: torch.Tensor
 
     def __repr__(self) -> str:
-        return f"FirstResidual({len(self.ids)} tokens: tok + pos = sum, each {list(self.sum.shape)} [T, d_model])"
+        return f"FirstResidual({len(self.ids)} tokens: tok + pos = sum, each {list(self.sum.shape)} [tokens, d_model])"
 
 
 def first_residual(model: Model, ids: Sequence[int]) -> FirstResidual:

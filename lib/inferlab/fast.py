@@ -2,8 +2,8 @@
 
 The engine (``engine.py``) calls Hugging Face's ``GPT2LMHeadModel.forward`` every step: masks, cache
 objects and output classes are rebuilt each time. ``FastDecoder`` runs the same arithmetic on the
-model's weights with a pre-allocated KV cache (per layer ``[batch, heads, max_tokens, head_dim]``),
-a ten-line block and SDPA attention. More tricks, each a switch:
+model's weights (plain tensors from ``_hf.block_tensors``) with a pre-allocated KV cache (per layer
+``[batch, heads, max_tokens, head_dim]``), a ten-line block and SDPA attention. More tricks, each a switch:
 
 - ``weights``: how the matrices are held for the CPU's matrix-vector products. ``"tied"`` uses the
   model's own tensors (bitwise the engine's logits). ``"transposed"`` adds a ``[d_model, vocab]`` copy
@@ -21,7 +21,7 @@ a ten-line block and SDPA attention. More tricks, each a switch:
   streaming loops, each product fused with the bias, norm or GELU around it, with no Python between
   operators. On the course's 2-core test machine the whole step reads GPT-2's weights at about 90%
   of the copy bandwidth, where oneDNN's matrix-vector kernels alone reach about 70% (``python -m
-  inferlab.bench --profile``). The prompt still runs eagerly, its products through oneDNN.
+  inferlab.tools.bench --profile``). The prompt still runs eagerly, its products through oneDNN.
 - ``cuda_graph`` (CUDA only, on by default there): the fixed-shape step is recorded once as a CUDA
   graph and replayed, so hundreds of kernel launches cost one.
 
@@ -37,8 +37,9 @@ import torch
 import torch.nn.functional as F
 
 from . import _hf
-from .engine import _check_prompt, _sampling_from, as_ids
+from .engine import as_ids
 from .errors import bad_value
+from .generation import GenerationConfig, TextAssembler, next_text
 from .models import Model
 from .sampling import SamplingConfig, sample
 from .timing import clock
@@ -96,7 +97,7 @@ class Proj:
 class BlockWeights:
     """One block's tensors (views of the model's own, plus packed copies when asked)."""
 
-    ln1_w: torch.Tensor
+    ln1_w: torch.Tensor  # [d_model]
     ln1_b: torch.Tensor
     qkv: Proj  # [d_model, 3 * d_model]
     proj: Proj  # [d_model, d_model]
@@ -106,25 +107,21 @@ class BlockWeights:
     out: Proj  # [4 * d_model, d_model]
 
 
-def block_weights(hf, *, pack: bool = False, rows: bool = False, onednn: bool = False,
+def block_weights(model: Model, *, pack: bool = False, rows: bool = False, onednn: bool = False,
                   batch: int = 1) -> list[BlockWeights]:
-    """The plain tensors of every block. Module names are GPT-2's (``ln_1``, ``attn.c_attn``, ...)."""
-    cfg = hf.config
-    if cfg.activation_function != "gelu_new" or cfg.reorder_and_upcast_attn or cfg.scale_attn_by_inverse_layer_idx:
+    """Every block's tensors, with the copies ``pack`` (oneDNN's layout) or ``rows`` (``[out, in]``) asks for."""
+    if not _hf.follows_plain_gpt2(model.hf):
         raise ValueError("FastDecoder follows GPT-2's published config (gelu_new, plain 1/sqrt(head_dim) scaling). "
                          "Fix: use inferlab.generate for this model.")
 
-    def proj(conv) -> Proj:
-        w, b = conv.weight.detach(), conv.bias.detach()
+    def proj(p: _hf.ProjTensors) -> Proj:
+        w, b = p.weight, p.bias
         return Proj(w, b, torch.ops.mkldnn._reorder_linear_weight(w.t().contiguous(), batch) if pack else None,
                     w.t().contiguous() if rows else None, onednn)
 
-    out = []
-    for blk in _hf.blocks(hf):
-        _, _, c_proj = _hf.qkv_weights(blk)
-        out.append(BlockWeights(blk.ln_1.weight, blk.ln_1.bias, proj(blk.attn.c_attn), proj(c_proj),
-                                blk.ln_2.weight, blk.ln_2.bias, proj(blk.mlp.c_fc), proj(blk.mlp.c_proj)))
-    return out
+    return [BlockWeights(t.ln1.weight, t.ln1.bias, proj(t.qkv), proj(t.attn_out), t.ln2.weight, t.ln2.bias,
+                         proj(t.fc), proj(t.mlp_out))
+            for t in _hf.block_tensors(model.hf)]
 
 
 class FastDecoder:
@@ -146,7 +143,7 @@ class FastDecoder:
 
     def __init__(self, model: Model, max_tokens: int | None = None, *, batch: int = 1, weights: str = "auto",
                  compile: bool = False, cuda_graph: bool | None = None) -> None:
-        cfg = model.hf.config
+        info = model.info
         self.model, self.batch = model, batch
         self.max_tokens = max_tokens or model.info.n_ctx
         if not 1 <= self.max_tokens <= model.info.n_ctx:
@@ -166,21 +163,21 @@ class FastDecoder:
             raise bad_value("cuda_graph", cuda_graph, "True only on a CUDA device", "leave cuda_graph=None")
         self.weights = weights
         self._onednn = onednn
-        self.blocks = block_weights(model.hf, pack=weights == "packed", rows=weights == "rows", onednn=onednn,
+        self.blocks = block_weights(model, pack=weights == "packed", rows=weights == "rows", onednn=onednn,
                                     batch=batch)
         self._gemv = weights == "rows" and batch == 1 and compile  # decode products as reductions (module doc)
-        self.wte, self.wpe = _hf.token_embedding(model.hf).weight, _hf.position_embedding(model.hf).weight
-        ln_f = _hf.final_norm(model.hf)
-        self.lnf_w, self.lnf_b, self.eps = ln_f.weight, ln_f.bias, cfg.layer_norm_epsilon
-        self.n_head, self.d = cfg.n_head, cfg.n_embd
-        self.scale = (cfg.n_embd // cfg.n_head) ** -0.5  # as Hugging Face passes it to SDPA
-        wte = self.wte.detach()
-        self.head_t = wte.t().contiguous() if weights == "transposed" else None  # [d_model, vocab]
-        self.head_packed = torch.ops.mkldnn._reorder_linear_weight(wte, batch) if weights == "packed" else None
+        self.wte, self.wpe = _hf.embedding_tensors(model.hf)  # [vocab, d_model], [n_ctx, d_model]
+        self.head = _hf.head_weight(model.hf)  # [vocab, d_model]: GPT-2's head is wte itself (tied)
+        ln_f = _hf.final_norm_tensors(model.hf)
+        self.lnf_w, self.lnf_b, self.eps = ln_f.weight, ln_f.bias, ln_f.eps  # GPT-2: one eps for every norm
+        self.n_head, self.d = info.n_head, info.d_model
+        self.scale = info.head_dim ** -0.5  # as Hugging Face passes it to SDPA
+        self.head_t = self.head.t().contiguous() if weights == "transposed" else None  # [d_model, vocab]
+        self.head_packed = torch.ops.mkldnn._reorder_linear_weight(self.head, batch) if weights == "packed" else None
         # one [batch, heads, slots, head_dim] tensor per layer, not views of one big tensor: a compiled
         # step then writes the new K, V in place instead of copying a layer's whole cache every step
-        shape = (batch, cfg.n_head, self.max_tokens, cfg.n_embd // cfg.n_head)
-        self.k = [torch.zeros(shape, dtype=self.wte.dtype, device=device) for _ in range(cfg.n_layer)]
+        shape = (batch, info.n_head, self.max_tokens, info.head_dim)
+        self.k = [torch.zeros(shape, dtype=self.wte.dtype, device=device) for _ in range(info.n_layer)]
         self.v = [torch.zeros_like(t) for t in self.k]
         self.tokens = 0
         self.compiled = compile
@@ -203,12 +200,13 @@ class FastDecoder:
 
     # ------------------------------------------------------------------ the arithmetic
     def _block(self, i: int, x: torch.Tensor, pos, n: int | None, mask) -> torch.Tensor:
-        """One block on ``x`` ``[batch, T, d_model]``; writes K, V at ``pos`` (slice or index tensor)."""
+        """One block on ``x`` ``[batch, tokens, d_model]``; writes K, V at ``pos`` (slice or index tensor)."""
         w, (B, T, d) = self.blocks[i], x.shape
         gemv = self._gemv and n is None  # the compiled batch-1 step
         h = F.layer_norm(x, (d,), w.ln1_w, w.ln1_b, self.eps)
         qkv = w.qkv(h.view(-1, d), gemv=gemv).view(B, T, 3 * d)
-        q, k, v = (t.view(B, T, self.n_head, -1).transpose(1, 2) for t in qkv.split(d, dim=2))  # [B, H, T, hd]
+        q, k, v = (t.view(B, T, self.n_head, -1).transpose(1, 2)  # each [batch, heads, tokens, head_dim]
+                   for t in qkv.split(d, dim=2))
         if n is None:  # fixed shapes: write at the position tensor, attend over every slot with a mask
             self.k[i].index_copy_(2, pos, k)
             self.v[i].index_copy_(2, pos, v)
@@ -224,27 +222,28 @@ class FastDecoder:
         return w.out(w.fc(h.view(-1, d), gelu=True, gemv=gemv), gemv=gemv).view(B, T, d) + x
 
     def _attend_fixed(self, q, k, v, mask) -> torch.Tensor:
-        """One query ``[B, H, 1, hd]`` over every cache slot ``[B, H, S, hd]``; ``mask`` ``[1, 1, 1, S]``."""
+        """One query ``[batch, heads, 1, head_dim]`` over every cache slot ``[batch, heads, max_tokens, head_dim]``;
+        ``mask`` ``[1, 1, 1, max_tokens]`` (True for filled slots)."""
         if not self._gemv:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=self.scale)
         # softmax(q k^T * scale) v written as broadcasts and sums, so Inductor fuses it into two loops
-        s = ((k * q).sum(-1) * self.scale).unsqueeze(2)  # [B, H, 1, S]
+        s = ((k * q).sum(-1) * self.scale).unsqueeze(2)  # [batch, heads, 1, key_pos]: key_pos = every slot
         p = torch.softmax(s.masked_fill(~mask, float("-inf")), dim=-1)
-        return (p.transpose(-1, -2) * v).sum(2, keepdim=True)  # [B, H, 1, hd]
+        return (p.transpose(-1, -2) * v).sum(2, keepdim=True)  # [batch, heads, 1, head_dim]
 
     def _logits(self, x: torch.Tensor, gemv: bool = False) -> torch.Tensor:
         """Last position's ``[batch, d_model]`` -> logits ``[batch, vocab]``."""
         h = F.layer_norm(x[:, -1], (self.d,), self.lnf_w, self.lnf_b, self.eps)
         if gemv:
-            return (self.wte * h).sum(-1).view(1, -1)
+            return (self.head * h).sum(-1).view(1, -1)
         if self.head_packed is not None:
             return linear_onednn(h, self.head_packed, None)
         if self.weights == "rows" and self._onednn and not torch.compiler.is_compiling():
-            return linear_onednn(h, self.wte, None)
-        return h @ self.head_t if self.head_t is not None else F.linear(h, self.wte)
+            return linear_onednn(h, self.head, None)
+        return h @ self.head_t if self.head_t is not None else F.linear(h, self.head)
 
     def _forward(self, ids: torch.Tensor, start: int) -> torch.Tensor:
-        """Eager forward of ``ids`` ``[batch, T]`` at positions ``start..start+T-1``."""
+        """Eager forward of ``ids`` ``[batch, tokens]`` at positions ``start .. start + tokens - 1``."""
         n = start + ids.shape[1]
         x = F.embedding(ids, self.wte) + F.embedding(torch.arange(start, n, device=ids.device), self.wpe)
         for i in range(len(self.blocks)):
@@ -262,10 +261,11 @@ class FastDecoder:
     # ------------------------------------------------------------------ prefill and decode
     @torch.inference_mode()
     def prefill(self, ids) -> torch.Tensor:
-        """Reset the cache and read the prompt ``[batch, T]``; returns the last logits ``[batch, vocab]``."""
+        """Reset the cache and read the prompt ``[batch, tokens]``; returns the last logits ``[batch, vocab]``."""
         ids = as_ids(self.model, ids)
         if ids.shape[0] != self.batch or ids.shape[1] > self.max_tokens:
-            raise bad_value("ids", tuple(ids.shape), f"[{self.batch}, T] with T <= max_tokens={self.max_tokens}",
+            raise bad_value("ids", tuple(ids.shape),
+                            f"[{self.batch}, tokens] with tokens <= max_tokens={self.max_tokens}",
                             "build the FastDecoder with a matching batch and a larger max_tokens")
         if self.cuda_graph and self._graph is None:
             self._capture()
@@ -307,38 +307,37 @@ class FastDecoder:
             t.zero_()
 
     # ------------------------------------------------------------------ the loop
-    def generate(self, prompt: str, max_new_tokens: int = 40, sampling: SamplingConfig | None = None, *,
-                 temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
-                 seed: int | None = None, stop_at_eos: bool = True) -> Trace:
-        """``inferlab.generate`` on the fast path (batch 1, no recording, no stop strings); returns a ``Trace``.
+    def generate(self, prompt: str, max_new_tokens: int | None = None, sampling: SamplingConfig | None = None, *,
+                 config: GenerationConfig | None = None, **settings) -> Trace:
+        """``inferlab.generate`` on the fast path (batch 1, no recording); returns a ``Trace``.
 
-        The trace has the ids, text and token times (``.latency``) but no per-step records.
+        Takes the same settings as ``inferlab.generate`` (a ``GenerationConfig`` or its fields as
+        keywords). The trace has the ids, text and token times (``.latency``) but no per-step records.
         """
         device = self.model.device
         t_req = clock(device)
-        ids = _check_prompt(self.model, prompt, max_new_tokens)
-        if self.batch != 1 or len(ids) + max_new_tokens > self.max_tokens:
-            raise bad_value("max_new_tokens", max_new_tokens,
+        config = GenerationConfig.from_arguments(config, max_new_tokens, sampling, **settings)
+        ids = config.check(self.model, prompt)
+        if not config.use_cache:
+            raise bad_value("use_cache", False, "True on the fast path (its cache is the point)",
+                            "use inferlab.generate(..., use_cache=False) to decode without a cache")
+        if self.batch != 1 or len(ids) + config.max_new_tokens > self.max_tokens:
+            raise bad_value("max_new_tokens", config.max_new_tokens,
                             f"prompt ({len(ids)}) + max_new_tokens <= max_tokens={self.max_tokens} with batch=1",
                             "build a FastDecoder(model, max_tokens=...) large enough, with batch=1")
-        config = _sampling_from(sampling, temperature, top_k, top_p, seed)
-        generator = config.generator(device if device.type == "cuda" else "cpu")
-        t_tok = clock(device)
-        out, times = [], []
-        logits = self.prefill([ids])
-        for _ in range(max_new_tokens):
-            token = int(sample(logits[0], config, generator))
-            times.append(clock(device) - t_req)
-            out.append(token)
-            if (stop_at_eos and token == self.model.eos_id) or len(out) == max_new_tokens:
-                break
-            logits = self.step(token)
+        generator = config.sampling.generator(device if device.type == "cuda" else "cpu")
+        text = TextAssembler(self.model.tokenizer, config.stop_strings)
         trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[self.model.decode([i]) for i in ids],
-                      generated_ids=out, generated_pieces=[self.model.decode([i]) for i in out],
-                      text=self.model.tokenizer.decode(out, skip_special_tokens=True),
-                      stop_reason="stop token" if out[-1] == self.model.eos_id and stop_at_eos else "max_new_tokens",
-                      tokenize_seconds=t_tok - t_req, token_times=times,
-                      settings={"max_new_tokens": max_new_tokens, "temperature": config.temperature,
-                                "top_k": config.top_k, "top_p": config.top_p, "seed": config.seed,
-                                "stop_at_eos": stop_at_eos, "fast_path": repr(self)})
-        return trace
+                      tokenize_seconds=clock(device) - t_req, settings={**config.to_dict(), "fast_path": repr(self)},
+                      model=self.model.info.summary())
+        # Copied in spirit from engine._loop: the same four moves, on the fast step.
+        logits = self.prefill([ids])                                                  # prefill, once
+        for index in range(config.max_new_tokens):
+            token = int(sample(logits[0], config.sampling, generator))                # sample
+            trace.add_token(token, self.model.decode([token]), clock(device) - t_req)  # emit
+            _piece, stop = next_text(self.model, config, text, token, index)
+            if stop is not None:                                                      # stop?
+                trace.stop_reason, trace.text = stop, text.text
+                return trace
+            logits = self.step(token)                                                 # decode
+        raise AssertionError("unreachable: next_text stops at max_new_tokens")

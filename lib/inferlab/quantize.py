@@ -6,14 +6,14 @@ roofline's memory floor moves down) if the kernels can use them. Kinds, all made
 - ``fp32``: the original, 4 bytes per weight.
 - ``bf16`` / ``fp16``: ``model.to(dtype)``, 2 bytes (activations and the KV cache too).
 - ``int8``: PyTorch's dynamic quantization (``torch.ao.quantization.quantize_dynamic``): each
-  ``nn.Linear`` weight is stored as int8 with one scale per output channel; activations are
-  quantized on the fly. GPT-2's projections are Hugging Face ``Conv1D`` (``x @ W + b``, ``W``
-  ``[in, out]``), so they are first rewritten as ``nn.Linear`` (``W.T``). The LM head gets an int8
-  copy; the tied ``wte`` stays fp32 for the embedding lookup.
+  projection becomes an ``nn.Linear`` (``W`` ``[out, in]``) whose weight is stored as int8 with one
+  scale per output channel; activations are quantized on the fly. The LM head gets an int8 copy; the
+  tied token table stays fp32 for the embedding lookup.
 - ``int4``: weight-only, groups of 32 weights share a scale and an offset (round to nearest), run by
   PyTorch's own CPU kernel ``aten._weight_int4pack_mm_for_cpu`` (activations in bf16). CPU only here.
 
-``perplexity`` measures quality on held-out text: exp(mean next-token loss).
+``parts`` picks what int8/int4 quantize: the blocks' projections and the LM head (``"all"``), or one
+of the two. ``perplexity`` measures quality on held-out text: exp(mean next-token loss).
 """
 
 from __future__ import annotations
@@ -32,7 +32,8 @@ from .engine import forward_full
 from .errors import bad_value
 from .models import Model
 
-KINDS = ("fp32", "bf16", "fp16", "int8", "int4")
+WEIGHT_FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
+PARTS = ("all", "blocks", "head")  # what int8/int4 quantize: blocks = every block's four projections
 HELDOUT_PATH = Path(__file__).resolve().parents[2] / "data" / "heldout_excerpt.txt"
 INT4_GROUP = 32
 _FLOATS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -100,22 +101,25 @@ def available_kinds(device: torch.device | str = "cpu") -> tuple[str, ...]:
     return tuple(kinds)
 
 
-def _conv1d_to_linear(conv: torch.nn.Module) -> torch.nn.Linear:
-    """Hugging Face ``Conv1D`` (``W`` ``[in, out]``) as the equivalent ``nn.Linear`` (``W.T``)."""
-    n_in, n_out = conv.weight.shape
-    lin = torch.nn.Linear(n_in, n_out, dtype=conv.weight.dtype, device=conv.weight.device)
+def as_linear(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Linear:
+    """``y = x @ weight.T + bias`` as an ``nn.Linear`` (a copy of ``weight`` ``[out, in]``)."""
+    n_out, n_in = weight.shape
+    lin = torch.nn.Linear(n_in, n_out, bias=bias is not None, dtype=weight.dtype, device=weight.device)
     with torch.no_grad():
-        lin.weight.copy_(conv.weight.t())
-        lin.bias.copy_(conv.bias)
+        lin.weight.copy_(weight)
+        if bias is not None:
+            lin.bias.copy_(bias)
     return lin
 
 
-def _linearize(hf: torch.nn.Module) -> None:
-    """Replace every ``Conv1D`` in the blocks by ``nn.Linear``, in place (same outputs)."""
-    for block in _hf.blocks(hf):
-        for parent, name in ((block.attn, "c_attn"), (block.attn, "c_proj"), (block.mlp, "c_fc"),
-                             (block.mlp, "c_proj")):
-            setattr(parent, name, _conv1d_to_linear(getattr(parent, name)))
+def as_int8(weight: torch.Tensor, bias: torch.Tensor | None) -> torch.nn.Module:
+    """``as_linear`` quantized by ``torch.ao``'s dynamic int8 (one scale per output channel)."""
+    with warnings.catch_warnings():  # torch.ao says: eager-mode quantization moves to torchao
+        warnings.simplefilter("ignore")
+        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+
+        wrapped = torch.nn.Sequential(as_linear(weight, bias))
+        return quantize_dynamic(wrapped, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)[0]
 
 
 def stored_bytes(module: torch.nn.Module) -> int:
@@ -136,13 +140,11 @@ def stored_bytes(module: torch.nn.Module) -> int:
 
 def step_bytes(hf: torch.nn.Module) -> int:
     """Bytes one decode step reads: everything but the embedding tables, of which it reads one row each."""
-    wte, wpe = _hf.token_embedding(hf).weight, _hf.position_embedding(hf).weight
+    wte, wpe = _hf.embedding_tensors(hf)
     tables = sum(t.numel() * t.element_size() for t in (wte, wpe))
     rows = sum(t.shape[1] * t.element_size() for t in (wte, wpe))
-    head = _hf.lm_head(hf)
-    tied = isinstance(head, torch.nn.Linear) and head.weight.data_ptr() == wte.data_ptr()
     # A tied head reads the whole wte table: count it back in.
-    return stored_bytes(hf) - tables + rows + (wte.numel() * wte.element_size() if tied else 0)
+    return stored_bytes(hf) - tables + rows + (wte.numel() * wte.element_size() if _hf.tied_head(hf) else 0)
 
 
 @dataclass(frozen=True)
@@ -160,41 +162,39 @@ class Quantized:
                 f"read per decode step; {self.method})")
 
 
-def quantize(model: Model, kind: str) -> Quantized:
+def quantize(model: Model, kind: str, *, parts: str = "all") -> Quantized:
     """A quantized copy of ``model`` (the original is untouched) that ``inferlab.generate`` can run.
 
     Args:
         model: from ``inferlab.load()`` in float32.
         kind: one of ``available_kinds(model.device)``.
+        parts: for int8/int4, ``"all"``, ``"blocks"`` (every block's projections) or ``"head"`` (the
+            LM head only). 16-bit kinds convert the whole model.
 
     >>> q = quantize(m, "int8"); q.step_bytes / quantize(m, "fp32").step_bytes    # doctest: +SKIP
+    >>> quantize(m, "int8", parts="head")                                        # doctest: +SKIP
     """
     kinds = available_kinds(model.device)
     if kind not in kinds:
         raise bad_value("kind", kind, f"one of {kinds} on {model.device}",
                         "pick another kind (int8/int4 use CPU kernels in this PyTorch)")
+    if parts not in PARTS or (kind in _FLOATS and parts != "all"):
+        raise bad_value("parts", parts, f"one of {PARTS} for int8/int4, 'all' for {tuple(_FLOATS)}",
+                        "leave parts='all' unless you quantize to int8 or int4")
     hf = copy.deepcopy(model.hf)
+    where = {"all": "", "blocks": ", the blocks' projections only", "head": ", the LM head only"}[parts]
     if kind in _FLOATS:
         hf = hf.to(_FLOATS[kind])
         method = "the original weights" if kind == "fp32" else f"model.to(torch.{_FLOATS[kind]})"
         method = method.replace("torch.torch.", "torch.")
     elif kind == "int8":
-        _linearize(hf)
-        with warnings.catch_warnings():  # torch.ao says: eager-mode quantization moves to torchao
-            warnings.simplefilter("ignore")
-            from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
-
-            hf = quantize_dynamic(hf, {torch.nn.Linear: per_channel_dynamic_qconfig}, dtype=torch.qint8)
-        method = "torch.ao.quantization.quantize_dynamic, int8 per output channel, every Linear and the LM head"
+        _hf.replace_projections(hf, as_int8, blocks=parts != "head", head=parts != "blocks")
+        method = "torch.ao.quantization.quantize_dynamic, int8 per output channel, " + (
+            where.removeprefix(", ") or "every Linear and the LM head")
     else:
-        _linearize(hf)
-        for block in _hf.blocks(hf):
-            for parent, name in ((block.attn, "c_attn"), (block.attn, "c_proj"), (block.mlp, "c_fc"),
-                                 (block.mlp, "c_proj")):
-                lin = getattr(parent, name)
-                setattr(parent, name, Int4Linear(lin.weight, lin.bias))
-        hf.lm_head = Int4Linear(_hf.lm_head(hf).weight, None)
-        method = f"weight-only int4, groups of {INT4_GROUP}, aten._weight_int4pack_mm_for_cpu (bf16 activations)"
+        _hf.replace_projections(hf, Int4Linear, blocks=parts != "head", head=parts != "blocks")
+        method = (f"weight-only int4, groups of {INT4_GROUP}, aten._weight_int4pack_mm_for_cpu (bf16 activations)"
+                  + where)
     hf.eval()
     dtype = _FLOATS.get(kind, torch.float32)
     info = replace(model.info, dtype=dtype, weight_bytes=stored_bytes(hf),

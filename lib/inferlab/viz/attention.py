@@ -1,7 +1,7 @@
 """Attention figures: one head's pattern, all heads as small multiples, a query row, head scores,
 entropy by layer, the logit lens, prefill vs decode rows, and kernel timings.
 
-Inputs are recorded data (``attention.Patterns``, ``HeadScores``, ``LogitLens``, ``Trace``, tensors);
+Inputs are recorded data (``attention.Patterns``, ``heads.HeadScores``, ``heads.LogitLens``, ``Trace``, tensors);
 nothing here runs a model. Patterns are ``[layers, heads, query_pos, key_pos]``; rows are queries.
 """
 
@@ -14,7 +14,9 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from ..attention import HeadScores, KernelTimes, LayerByHand, LogitLens, Patterns
+from ..attention import LayerByHand, Patterns
+from ..heads import HeadScores, LogitLens
+from ..measure.kernels import KernelComparison
 from ..trace import Trace
 from . import PALETTE, base_layout, require, show_token
 
@@ -59,7 +61,7 @@ def _check_head(patterns: Patterns, layer: int, head: int) -> None:
 
 
 def _heatmap(matrix: torch.Tensor, keys: list[str], queries: list[str], q_start: int = 0, **kw) -> go.Heatmap:
-    """One pattern ``[queries, keys]``; the masked future is left blank."""
+    """One pattern ``[query_pos, key_pos]``; the masked future is left blank."""
     return go.Heatmap(z=_z(matrix, q_start), x=keys, y=queries, hovertemplate=HOVER, colorscale=SCALE,
                       zmin=0, zmax=1, **kw)
 
@@ -101,7 +103,7 @@ def pattern_explorer(patterns: Patterns, *, max_cells: int = 200_000) -> go.Figu
 
 
 def downsample(attention: torch.Tensor, max_tokens: int) -> tuple[torch.Tensor, int]:
-    """Pool ``[..., T, T]`` into blocks of ``b`` positions so that T/b <= ``max_tokens``.
+    """Pool ``[..., query_pos, key_pos]`` into blocks of ``b`` positions so that T/b <= ``max_tokens`` (T tokens).
 
     Keys in a block are summed and query rows averaged, so every pooled row still sums to 1.
     Returns the pooled tensor and ``b`` (1 when nothing was pooled).
@@ -192,7 +194,7 @@ def by_hand_figure(hand: LayerByHand, head: int, pieces: Sequence[str]) -> go.Fi
 
 def head_scores_figure(scores: HeadScores) -> go.Figure:
     """Three ``[layers, heads]`` heatmaps: previous-token, first-token and induction scores."""
-    require(isinstance(scores, HeadScores), "scores must come from attention.head_scores(m, patterns).")
+    require(isinstance(scores, HeadScores), "scores must come from heads.head_scores(m, patterns).")
     names = {"previous": "previous token", "first": "first token", "induction": "induction (repeated random)"}
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=[
         f"{names[k]}<br>(even spread scores {scores.baseline[k]:.2f})" for k in names])
@@ -214,7 +216,7 @@ def head_scores_figure(scores: HeadScores) -> go.Figure:
 def entropy_figure(entropy: torch.Tensor, uniform_bits: float) -> go.Figure:
     """Attention entropy ``[layers, heads]`` (bits): one dot per head, the layer mean, and even spread."""
     require(isinstance(entropy, torch.Tensor) and entropy.dim() == 2,
-            "entropy must be a [layers, heads] tensor. Fix: attention.attention_entropy(patterns.attention).")
+            "entropy must be a [layers, heads] tensor. Fix: heads.attention_entropy(patterns.attention).")
     L, H = entropy.shape
     fig = go.Figure()
     for h in range(H):
@@ -232,7 +234,7 @@ def entropy_figure(entropy: torch.Tensor, uniform_bits: float) -> go.Figure:
 
 def logit_lens_figure(lens: LogitLens) -> go.Figure:
     """Top-1 prediction after each layer (rows) at each position (columns); colour = its probability."""
-    require(isinstance(lens, LogitLens), "lens must come from attention.logit_lens(m, residual, ids).")
+    require(isinstance(lens, LogitLens), "lens must come from heads.logit_lens(m, residual, ids).")
     n, T, _ = lens.top_ids.shape
     pieces = lens.pieces or [str(i) for i in range(T)]
     text = [[show_token(lens.top_pieces[s][t][0]) for t in range(T)] for s in range(n)]
@@ -289,16 +291,17 @@ def prefill_decode_figure(trace: Trace, layer: int, head: int) -> go.Figure:
                        height=max(460, 16 * (T + len(rows)) + 240))
 
 
-def kernel_times_figure(times: KernelTimes) -> go.Figure:
-    """Median time of one forward pass per attention kernel, with min-max whiskers over repeats."""
-    require(isinstance(times, KernelTimes), "times must come from attention.time_attention_kernels(m, ids).")
-    names = list(times.seconds)
-    med = [times.median(n) * 1e3 for n in names]
-    lo = [m - min(times.seconds[n]) * 1e3 for m, n in zip(med, names)]
-    hi = [max(times.seconds[n]) * 1e3 - m for m, n in zip(med, names)]
+def kernel_times_figure(times: KernelComparison) -> go.Figure:
+    """Median time of one prefill per attention kernel, with min-max whiskers over repeats (first length)."""
+    require(isinstance(times, KernelComparison), "times must come from measure.attention_kernels(m, tokens).")
+    names = times.kernels
+    seconds = {n: times.sweeps[n].times[0] for n in names}
+    med = [times.sweeps[n].medians[0] * 1e3 for n in names]
+    lo = [m - min(seconds[n]) * 1e3 for m, n in zip(med, names)]
+    hi = [max(seconds[n]) * 1e3 - m for m, n in zip(med, names)]
     fig = go.Figure(go.Bar(x=names, y=med, marker_color=[PALETTE[i] for i in range(len(names))],
                            error_y={"type": "data", "array": hi, "arrayminus": lo},
                            hovertemplate="%{x}: median %{y:.2f} ms<extra></extra>"))
-    n = len(next(iter(times.seconds.values())))
-    return base_layout(fig, f"One prefill pass over {times.tokens} tokens (median of {n}, whiskers min-max)",
+    n = len(next(iter(seconds.values())))
+    return base_layout(fig, f"One prefill pass over {times.lengths[0]} tokens (median of {n}, whiskers min-max)",
                        "attention kernel", "milliseconds", height=360)

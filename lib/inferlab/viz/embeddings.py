@@ -45,7 +45,7 @@ def _thin(x: torch.Tensor, max_rows: int, max_cols: int) -> tuple[np.ndarray, li
 
 
 def heat_strip(vectors: torch.Tensor, labels: Sequence[str] | None = None, *, title: str | None = None) -> go.Figure:
-    """Rows of numbers as coloured strips: ``[d_model]`` (one token) or ``[T, d_model]`` (one row per token).
+    """Rows of numbers as coloured strips: ``[d_model]`` (one token) or ``[tokens, d_model]`` (one row per token).
 
     Red is positive, blue negative, white zero; hover shows the token, the dimension and the value.
     """
@@ -58,7 +58,7 @@ def heat_strip(vectors: torch.Tensor, labels: Sequence[str] | None = None, *, ti
         zmin=-lim, zmax=lim, colorbar={"title": "value"},
         hovertemplate="token %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category")
-    return base_layout(fig, title or f"{len(x)} x {x.shape[1]} numbers ([T, d_model])",
+    return base_layout(fig, title or f"{len(x)} x {x.shape[1]} numbers ([tokens, d_model])",
                        x=f"dimension (0..{x.shape[1] - 1} of d_model)", y="token",
                        height=max(180, 90 + 28 * len(x)))
 
@@ -101,7 +101,7 @@ def similarity_heatmap(sim: torch.Tensor, *, title: str = "Cosine similarity bet
 
 
 def residual_sum(res: FirstResidual, labels: Sequence[str]) -> go.Figure:
-    """Three heatmaps side by side: ``wte[ids]`` + ``wpe[positions]`` = first residual, each ``[T, d_model]``."""
+    """Three heatmaps side by side: ``wte[ids]`` + ``wpe[positions]`` = first residual, each ``[tokens, d_model]``."""
     require(isinstance(res, FirstResidual), "residual_sum needs inferlab.embeddings.first_residual(model, ids)")
     require(len(labels) == len(res.ids), f"got {len(labels)} labels for {len(res.ids)} tokens")
     names = ["token: wte[ids]", "position: wpe[0..T-1]", "sum: input to block 0"]
