@@ -1,4 +1,8 @@
-"""Notebook 06's library: variety/likelihood measures, sampling figures and the playground widget."""
+"""Notebook 06's library: variety/likelihood measures, sampling figures and the playground widget.
+
+The stages themselves (kept, removed mass, entropy) are tested with hand-worked numbers in test_sampling.py;
+here the figures and the widget are checked to draw and report them.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,7 @@ import torch
 
 import inferlab as il
 from inferlab import diversity as dv
-from inferlab.sampling import explain, sample_with_steps
+from inferlab.sampling import filter_stages
 from inferlab.viz import sampling as vs
 from inferlab.widgets import sampling as ws
 
@@ -34,15 +38,12 @@ def test_repetition_finds_loops():
     assert dv.repetition([1, 2, 3, 4, 5], n=2).longest_loop == 0
 
 
-def test_tail_mass_matches_sorted_sum():
-    p = torch.randn(5000, generator=torch.Generator().manual_seed(0)).softmax(-1)
-    tm = dv.tail_mass(p, ks=(10, 100))
-    ordered = p.double().sort(descending=True).values
-    assert tm.outside[0] == pytest.approx(float(ordered[10:].sum()), abs=1e-12)
-    assert tm.outside[0] == pytest.approx(1 - float(ordered[:10].sum()), abs=1e-6)
-    assert tm.outside[1] < tm.outside[0]
+def test_tail_mass_by_hand():
+    # unsorted on purpose: the top 1 is 0.5 (outside 0.5), the top 2 are 0.5 + 0.3 (outside 0.2)
+    tm = dv.tail_mass(torch.tensor([0.1, 0.5, 0.1, 0.3]), ks=(1, 2, 4))
+    assert tm.outside == pytest.approx((0.5, 0.2, 0.0), abs=1e-6) and tm.vocab == 4
     with pytest.raises(ValueError, match="1-D"):
-        dv.tail_mass(p.reshape(50, 100))
+        dv.tail_mass(torch.ones(2, 2) / 4)
 
 
 def test_sample_many_seeds_and_logprob_match_a_reference(model):
@@ -66,48 +67,57 @@ def test_sample_many_seeds_and_logprob_match_a_reference(model):
 
 
 # ----------------------------------------------------------------------------- figures
-def test_top_candidates_shows_text_and_ids():
-    fig = vs.top_candidates(toy_logits().softmax(-1), PIECES, k=4)
+HAND = torch.tensor([2.0, 1.0, 0.0])  # softmax 0.6652, 0.2447, 0.0900 (worked in test_sampling.py)
+
+
+def test_candidate_bars_shows_text_and_ids():
+    fig = vs.candidate_bars(toy_logits().softmax(-1), PIECES, k=4)
     bar = fig.data[0]
     assert len(bar.y) == 4 and bar.y[0] == "'t0' 0"
     assert "id 0" in bar.hovertext[0]
-    assert fig.layout.xaxis.title.text == "probability"
-    spaced = vs.top_candidates(torch.tensor([0.0] * 8 + [0.7, 0.3]), PIECES, k=2)
+    assert fig.layout.xaxis.title.text == "probability of being the next token"
+    spaced = vs.candidate_bars(torch.tensor([0.0] * 8 + [0.7, 0.3]), PIECES, k=2)
     assert spaced.data[0].y == ("'·space' 8", "'⏎' 9")
+    assert spaced.layout.xaxis.range == pytest.approx((0, 1.15 * 0.7))  # fitted to the longest bar
+    assert vs.candidate_bars(HAND.softmax(-1), PIECES, k=5, x_max=1.0).layout.xaxis.range == (0, 1.0)
+    assert len(vs.candidate_bars(HAND.softmax(-1), PIECES, k=5).data[0].y) == 3  # k above the vocabulary: all
     with pytest.raises(ValueError, match="softmax"):
-        vs.top_candidates(toy_logits(), PIECES)
-
-
-def test_stages_agree_with_sample_with_steps():
-    cfg = il.SamplingConfig(temperature=0.7, top_k=5, top_p=0.8)
-    ours = vs.stages(explain(toy_logits(), cfg))
-    ref = sample_with_steps(toy_logits(), cfg, torch.Generator().manual_seed(0)).stages
-    assert [(s.name, s.kept) for s in ours] == [(s.name, s.kept) for s in ref]
-    for a, b in zip(ours, ref):
-        assert a.removed_mass == pytest.approx(b.removed_mass, abs=1e-6)
-        assert a.entropy == pytest.approx(b.entropy, abs=1e-5)
+        vs.candidate_bars(toy_logits(), PIECES)
+    with pytest.raises(ValueError, match="k=0"):
+        vs.candidate_bars(HAND.softmax(-1), PIECES, k=0)
 
 
 def test_stage_distributions_marks_removed_tokens():
-    dists = explain(toy_logits(), il.SamplingConfig(temperature=1.0, top_k=3))
-    fig = vs.stage_distributions(dists, PIECES, k=6)
+    work = filter_stages(toy_logits(), il.SamplingConfig(temperature=1.0, top_k=3))
+    fig = vs.stage_distributions(work, PIECES, k=6)
     bars = [t for t in fig.data if t.type == "bar"]
     removed = [t for t in fig.data if t.type == "scatter"]
     assert len(bars) == 4 and all(len(b.x) == 6 for b in bars)
     assert [len(r.x) for r in removed] == [3, 3]  # top-k 3 removed 3 of the 6 shown; still gone after top-p
     assert all("removed by top_k" in h for r in removed for h in r.hovertext)
     assert "3 tokens possible" in fig.layout.annotations[2].text
-    with pytest.raises(ValueError, match="explain"):
-        vs.stage_distributions({"model": dists["model"]}, PIECES)
+
+
+def test_stage_distributions_titles_carry_the_hand_worked_stages():
+    fig = vs.stage_distributions(filter_stages(HAND, il.SamplingConfig(top_k=2)), PIECES)
+    titles = [a.text for a in fig.layout.annotations]
+    assert "removed 0.090 of the mass" in titles[2] and "entropy 0.58 nats" in titles[2]
+    assert "3 tokens possible" in titles[0] and "entropy 0.83 nats" in titles[0]
+
+
+@pytest.mark.parametrize("bad", [{"model": HAND.softmax(-1)}, HAND.softmax(-1), None])
+def test_stage_distributions_refuses_other_input(bad):
+    with pytest.raises(ValueError, match="filter_stages"):
+        vs.stage_distributions(bad, PIECES)
 
 
 def test_removed_mass_figure_values():
-    summary = vs.stages(explain(toy_logits(), il.SamplingConfig(top_k=2)))
-    fig = vs.removed_mass(summary)
-    assert list(fig.data[1].y) == [10, 10, 2, 2]
-    p = toy_logits().softmax(-1)
-    assert fig.data[0].y[2] == pytest.approx(float(p[2:].sum()), abs=1e-6)
+    fig = vs.removed_mass(filter_stages(HAND, il.SamplingConfig(top_k=2)).stages)
+    assert list(fig.data[1].y) == [3, 3, 2, 2]
+    assert list(fig.data[0].y) == pytest.approx([0.0, 0.0, 0.0900, 0.0], abs=1e-4)
     assert "mass removed" in fig.layout.yaxis.title.text
+    with pytest.raises(ValueError, match="filter_stages"):
+        vs.removed_mass([])
 
 
 def test_tail_curve_and_repeated_tokens():
@@ -147,20 +157,21 @@ def test_playground_reuses_logits_and_reports_bad_values():
 
     box = ws.playground(toy_logits(), PIECES, temperature=1.0, top_k=0, top_p=1.0, prompt="a", logits_for=logits_for)
     ctl = box.controls
-    assert box.state["dists"]["top_p"].gt(0).sum() == 10
+    assert box.state["work"].stages[-1].kept == 10
+    assert "application/vnd.plotly.v1+json" in box.children[-1].outputs[0]["data"]
     ctl["top_k"].value = 3
     ctl["top_p"].value = 0.5
     assert calls == [] and box.state["config"] == il.SamplingConfig(1.0, 3, 0.5)
-    assert int(box.state["dists"]["top_p"].gt(0).sum()) == 1
+    assert box.state["work"].stages[-1].kept == 1
     ctl["top_p"].value = 1.5  # refused: readable message, last good state kept
     assert "top_p=1.5" in box.errors.value and "Fix" in box.errors.value
     assert box.state["config"].top_p == 0.5
     ctl["top_p"].value = 1.0
     assert box.errors.value == ""
     ctl["temperature"].value = 0.0  # greedy: one token left whatever the filters
-    assert int(box.state["dists"]["top_p"].gt(0).sum()) == 1
+    assert box.state["work"].stages[-1].kept == 1
     ctl["temperature"].value = 1e-45  # tends to greedy (no overflow): one token left, no error
-    assert box.errors.value == "" and int(box.state["dists"]["top_p"].gt(0).sum()) == 1
+    assert box.errors.value == "" and box.state["work"].stages[-1].kept == 1
     ctl["prompt"].value = "b"
     ctl["prompt"].value = "a"
     ctl["prompt"].value = "b"
@@ -169,15 +180,44 @@ def test_playground_reuses_logits_and_reports_bad_values():
     ctl["top_k"].value = 0
     assert box.errors.value == "" and calls == ["b"]
     assert torch.equal(box.state["logits"], toy_logits().flip(0))
-    assert int(box.state["dists"]["top_p"].argmax()) == 9
+    assert int(box.state["work"].final.argmax()) == 9
+
+
+@pytest.mark.parametrize("control,value,shown", [
+    ("top_p", 0.0, "top_p=0.0"), ("top_k", -1, "top_k=-1"), ("temperature", -0.5, "temperature=-0.5"),
+    ("temperature", float("nan"), "temperature=nan"),
+])
+def test_playground_hurried_learner_gets_messages(control, value, shown):
+    box = ws.playground(HAND, PIECES)
+    box.controls[control].value = value
+    assert shown in box.errors.value and "Fix" in box.errors.value
+    assert box.state["config"] == il.SamplingConfig()  # the last good state is kept
+
+
+def test_playground_top_k_above_vocab_is_explained_not_refused():
+    box = ws.playground(HAND, PIECES, top_k=50)
+    assert "keeps every token" in box.errors.value and box.state["work"].stages[-1].kept == 3
+
+
+def test_playground_prompt_problems_are_messages():
+    def failing(prompt):
+        raise ValueError(f"prompt={prompt!r} is not allowed: expected UTF-8. Fix: remove it.")
+
+    box = ws.playground(HAND, PIECES, prompt="a", logits_for=failing)
+    box.controls["prompt"].value = ""
+    assert "empty" in box.errors.value
+    box.controls["prompt"].value = "a\ud800b"
+    assert "Could not run the model" in box.errors.value and "Fix" in box.errors.value
+    box = ws.playground(HAND, PIECES, prompt="a", logits_for=lambda p: torch.zeros(5))
+    box.controls["prompt"].value = "b"
+    assert "5 scores" in box.errors.value and torch.equal(box.state["logits"], HAND)
 
 
 def test_playground_refuses_batched_logits():
-    with pytest.raises(ValueError, match="1-D"):
+    with pytest.raises(ValueError, match=r"1-D.*logits\[0\]"):
         ws.playground(toy_logits().unsqueeze(0), PIECES)
 
 
 def test_stage_report_lists_removed_tokens():
-    dists = explain(toy_logits(), il.SamplingConfig(top_k=8))
-    report = ws.stage_report(dists, PIECES)
+    report = ws.stage_report(filter_stages(toy_logits(), il.SamplingConfig(top_k=8)), PIECES)
     assert "·space" in report and "(8)" in report

@@ -104,13 +104,13 @@ def test_bpe_steps_show_the_work():
 def test_bpe_ranks_increase_on_many_words():
     bpe = T.gpt2_bpe()
     for text in TRICKY:
-        for work in bpe.explain(text):
+        for work in bpe.encode_and_show_work(text):
             ranks = [s.rank for s in work.steps]
             assert ranks == sorted(ranks), work
 
 
 def test_bpe_steps_refuses_several_chunks():
-    with pytest.raises(ValueError, match="explain"):
+    with pytest.raises(ValueError, match="encode_and_show_work"):
         T.bpe_steps("hello world")
     with pytest.raises(ValueError):
         T.bpe_steps("")
@@ -159,6 +159,34 @@ def test_bad_text_is_refused_clearly(tok, bad):
         T.tokenize(tok, 42)
     with pytest.raises(ValueError, match="UTF-8"):
         T.tokenize(tok, "broken \ud83d emoji")
+
+
+@pytest.mark.parametrize("call,name", [
+    (lambda text: T.gpt2_bpe().encode_and_show_work(text), "text"),
+    (lambda text: T.gpt2_bpe().encode(text), "text"),
+    (lambda text: T.gpt2_bpe().work(text), "word"),
+    (lambda text: T.bpe_steps(text), "word"),
+    (lambda text: T.check_text(text), "text"),
+])
+def test_lone_surrogate_names_parameter_position_and_fix(call, name):
+    # "a\ud800b": the high surrogate at character 1 has no partner, so the text has no UTF-8 bytes
+    with pytest.raises(ValueError, match=rf"^{name}='a\\ud800b' is not allowed: .*UTF-8.* "
+                                         r"Fix: remove the lone surrogate U\+D800 at character 1 "):
+        call("a\ud800b")
+    with pytest.raises(TypeError, match=f"{name} must be a string"):
+        call(b"bytes")
+
+
+def test_long_text_with_a_lone_surrogate_shows_where():
+    text = "x" * 100 + "\udc00" + "y" * 100
+    with pytest.raises(ValueError, match="at character 100 ") as err:
+        T.gpt2_bpe().encode(text)
+    assert "x" * 50 not in str(err.value)  # an excerpt around the bad character, not the whole text
+
+
+def test_bpe_decode_refuses_unknown_ids():
+    with pytest.raises(ValueError, match=r"ids=\[60000\].*Fix"):
+        T.gpt2_bpe().decode([15496, 60000])
 
 
 def test_costs_same_meaning(tok):

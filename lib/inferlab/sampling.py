@@ -4,6 +4,10 @@ The order is Hugging Face's ``generate()``: temperature -> top-k -> top-p, then 
 ``torch.multinomial``. With the same seed, ``sample`` picks the same tokens as ``generate()``
 (``tests/test_engine.py`` proves it). Temperature 0 means greedy (argmax).
 
+``filter_stages`` shows the work (minGPT's "show your work" idea): the ``[vocab]`` distribution after
+each filter and a ``Stage`` summary of each (tokens kept, mass removed, entropy). The figures in
+``inferlab.viz.sampling`` and the playground in ``inferlab.widgets.sampling`` draw its result.
+
 Shapes: ``logits`` is ``[vocab]`` or ``[batch, vocab]``.
 """
 
@@ -33,7 +37,8 @@ class SamplingConfig:
         check_number("top_p", self.top_p, low=0.0, high=1.0, low_open=True,
                      fix="use 1.0 to switch top-p off, or a value such as 0.9")
         if self.seed is not None:
-            check_number("seed", self.seed, low=0, integer=True, fix="use a non-negative integer or None")
+            check_number("seed", self.seed, low=0, high=2**64 - 1, integer=True,
+                         fix="use a non-negative integer below 2**64 (torch.Generator's range) or None")
 
     @property
     def greedy(self) -> bool:
@@ -111,6 +116,9 @@ def sample(logits: torch.Tensor, config: SamplingConfig = GREEDY,
     return picked.reshape(probs.shape[:-1])
 
 
+STAGE_NAMES = ("model", "temperature", "top_k", "top_p")  # in the order they run; "model" is the raw softmax
+
+
 @dataclass(frozen=True)
 class Stage:
     """One filter's effect: what was still possible after it, and what it took away."""
@@ -127,6 +135,28 @@ class Stage:
                 f"entropy {self.entropy:.2f} nats)")
 
 
+@dataclass(frozen=True, eq=False)
+class FilterStages:
+    """Sampling with its work shown: the ``[vocab]`` distribution after each filter, and a ``Stage`` for each.
+
+    ``probs`` maps each name of ``STAGE_NAMES`` to a ``[vocab]`` probability vector; ``stages`` holds the
+    matching summaries in the same order; ``final`` is the distribution ``sample`` draws from.
+    """
+
+    config: SamplingConfig
+    probs: dict[str, torch.Tensor]
+    stages: tuple[Stage, ...]
+
+    @property
+    def final(self) -> torch.Tensor:
+        """The ``[vocab]`` distribution after every filter (what is sampled from)."""
+        return self.probs[STAGE_NAMES[-1]]
+
+    def __repr__(self) -> str:
+        kept = " -> ".join(f"{s.name}:{s.kept:,}" for s in self.stages)
+        return f"FilterStages({kept} tokens possible)"
+
+
 @dataclass(frozen=True)
 class SamplingStep:
     """One sampling decision, shown with its work: the distribution after each stage and the choice."""
@@ -141,51 +171,69 @@ class SamplingStep:
         return f"SamplingStep(token {self.token_id}, p={self.prob:.3f}, {kept})"
 
 
-def _entropy(probs: torch.Tensor) -> float:
-    nz = probs[probs > 0]
-    return float(-(nz * nz.log()).sum())
+def entropy(probs: torch.Tensor) -> float:
+    """Entropy in nats of a ``[vocab]`` probability vector (tokens with p = 0 contribute nothing)."""
+    p = probs.double()
+    nz = p[p > 0]
+    return float(-(nz * nz.log()).sum()) + 0.0  # + 0.0: a one-token distribution gives 0.0, not -0.0
 
 
-def explain(logits: torch.Tensor, config: SamplingConfig) -> dict[str, torch.Tensor]:
-    """The full ``[vocab]`` probability vector after each stage, for plots and the playground.
+def _summary(name: str, probs: torch.Tensor, previous: torch.Tensor | None, top_n: int) -> Stage:
+    top = torch.topk(probs, min(top_n, probs.numel()))
+    removed = 0.0 if previous is None else float(previous[(probs == 0) & (previous > 0)].double().sum())
+    return Stage(name, int((probs > 0).sum()), removed, entropy(probs),
+                 tuple(int(i) for i in top.indices), tuple(float(v) for v in top.values))
 
-    Keys: ``model`` (softmax of the raw logits), ``temperature``, ``top_k``, ``top_p`` (the final
-    distribution ``sample`` draws from). With temperature 0 every stage after ``model`` is one-hot.
+
+def filter_stages(logits: torch.Tensor, config: SamplingConfig, top_n: int = 10) -> FilterStages:
+    """Run the filters on one ``[vocab]`` logits row, keeping each stage's distribution and a summary of it.
+
+    Stages (``STAGE_NAMES``): ``model`` (softmax of the raw logits), ``temperature``, ``top_k``, ``top_p``
+    (the final distribution, the one ``sample`` draws from). With temperature 0 every stage after ``model``
+    is one-hot on the argmax. Each ``Stage`` counts the tokens still possible, the probability mass the
+    stage removed (measured under the stage before) and the entropy in nats; ``top_n`` sets how many of
+    the most likely ids and probabilities it keeps.
+
+    >>> work = filter_stages(torch.tensor([2.0, 1.0, 0.0]), SamplingConfig(top_k=2))
+    >>> [s.kept for s in work.stages], round(work.stages[2].removed_mass, 3)
+    ([3, 3, 2, 2], 0.09)
     """
-    if logits.dim() != 1:
-        raise bad_value("logits", tuple(logits.shape), "a 1-D [vocab] tensor", "pass logits[0] for one sequence")
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise bad_value("logits", shape, "a 1-D [vocab] tensor", "pass logits[0] for one sequence")
+    if logits.numel() == 0 or bool(torch.isnan(logits).any()) or not bool(torch.isfinite(logits).any()):
+        raise bad_value("logits", "<empty, NaN or all -inf>", "at least one finite score and no NaN",
+                        "pass the model's logits for one position, e.g. il.prefill(m, ids)[0][0]")
+    if not isinstance(config, SamplingConfig):
+        raise TypeError(f"config must be a SamplingConfig, got {type(config).__name__}. "
+                        "Fix: pass il.SamplingConfig(temperature=..., top_k=..., top_p=...).")
     x = logits.float()
-    out = {"model": x.softmax(-1)}
+    probs = {"model": x.softmax(-1)}
     if config.greedy:
         onehot = torch.zeros_like(x)
         onehot[int(x.argmax())] = 1.0
-        return {**out, "temperature": onehot, "top_k": onehot, "top_p": onehot}
-    x = apply_temperature(x, config.temperature)
-    out["temperature"] = x.softmax(-1)
-    x = apply_top_k(x, config.top_k)
-    out["top_k"] = x.softmax(-1)
-    x = apply_top_p(x, config.top_p)
-    out["top_p"] = x.softmax(-1)
-    return out
+        probs.update(temperature=onehot, top_k=onehot, top_p=onehot)
+    else:
+        x = apply_temperature(x, config.temperature)
+        probs["temperature"] = x.softmax(-1)
+        x = apply_top_k(x, config.top_k)
+        probs["top_k"] = x.softmax(-1)
+        probs["top_p"] = apply_top_p(x, config.top_p).softmax(-1)
+    stages, previous = [], None
+    for name in STAGE_NAMES:
+        stages.append(_summary(name, probs[name], previous, top_n))
+        previous = probs[name]
+    return FilterStages(config, probs, tuple(stages))
 
 
 def sample_with_steps(logits: torch.Tensor, config: SamplingConfig = GREEDY,
                       generator: torch.Generator | None = None, top_n: int = 10) -> SamplingStep:
-    """``sample`` for one ``[vocab]`` row that also reports each stage (kept, removed mass, entropy).
+    """``sample`` for one ``[vocab]`` row that also reports each stage (``filter_stages``' summaries).
 
     Draws exactly the same token as ``sample`` with the same generator state.
     """
-    dists = explain(logits, config)
+    work = filter_stages(logits, config, top_n)
     token = int(sample(logits, config, generator))
-    stages = []
-    previous = None
-    for name, probs in dists.items():
-        top = torch.topk(probs, min(top_n, probs.numel()))
-        removed = 0.0 if previous is None else float(previous[probs == 0].sum())
-        stages.append(Stage(name, int((probs > 0).sum()), removed, _entropy(probs),
-                            tuple(int(i) for i in top.indices), tuple(float(v) for v in top.values)))
-        previous = probs
-    final = dists["top_p"]
-    return SamplingStep(token_id=token, prob=float(final[token]),
-                        logprob_model=float(math.log(max(float(dists["model"][token]), 1e-45))),
-                        stages=tuple(stages))
+    return SamplingStep(token_id=token, prob=float(work.final[token]),
+                        logprob_model=float(math.log(max(float(work.probs["model"][token]), 1e-45))),
+                        stages=work.stages)

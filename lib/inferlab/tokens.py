@@ -28,6 +28,7 @@ from pathlib import Path
 import regex
 
 from .errors import bad_value
+from .paths import BUNDLED_DIR
 
 MAX_CHARS = 20_000  # longer text: the chip view would be unreadable and slow
 SPECIAL_TOKENS = {"<|endoftext|>": 50256}
@@ -140,20 +141,33 @@ class Tokenized:
                 f"{self.chars_per_token:.2f} chars/token: {shown})")
 
 
-def check_text(text, max_chars: int = MAX_CHARS) -> str:
-    """Refuse what a tokenizer view cannot show well: non-strings, empty text, very long text."""
+def check_utf8(name: str, text) -> str:
+    """Refuse a non-string, or a string with no UTF-8 bytes (a lone surrogate): BPE works on UTF-8 bytes.
+
+    A lone surrogate (``"\ud800"``) is half of a character outside the Basic Multilingual Plane, such as
+    an emoji, left behind when a string is cut between the two halves of a UTF-16 pair.
+    """
     if not isinstance(text, str):
-        raise TypeError(f"text must be a string, got {type(text).__name__}. Fix: pass the text in quotes.")
+        raise TypeError(f"{name} must be a string, got {type(text).__name__}. Fix: pass the text in quotes.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = text if len(text) <= 40 else text[max(0, exc.start - 10):exc.start + 10]
+        raise bad_value(name, shown, "text that can be written as UTF-8 (whole characters only)",
+                        f"remove the lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} "
+                        "(half of an emoji or other character, left by cutting a string), "
+                        "or paste the whole character again") from None
+    return text
+
+
+def check_text(text, max_chars: int = MAX_CHARS) -> str:
+    """Refuse what a tokenizer view cannot show well: non-strings, empty text, very long text, broken text."""
+    check_utf8("text", text)
     if not text:
         raise bad_value("text", text, "at least one character", "type some text, e.g. 'Hello, world!'")
     if len(text) > max_chars:
         raise bad_value("text", f"<{len(text):,} characters>", f"at most {max_chars:,} characters",
                         "shorten the text (or pass a larger max_chars)")
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:  # a lone surrogate, e.g. half of an emoji pasted from elsewhere
-        raise bad_value("text", text[max(0, exc.start - 5):exc.end + 5], "text that can be written as UTF-8",
-                        "remove the broken character") from None
     return text
 
 
@@ -278,7 +292,6 @@ class BPE:
     def from_folder(cls, folder: str | Path | None = None) -> BPE:
         """Read ``vocab.json`` and ``merges.txt`` (default: the bundled model's folder, GPT-2's own files)."""
         if folder is None:
-            from .models import BUNDLED_DIR
             folder = BUNDLED_DIR
         folder = Path(folder)
         if not (folder / "vocab.json").is_file() or not (folder / "merges.txt").is_file():
@@ -296,6 +309,7 @@ class BPE:
 
     def work(self, word: str) -> BPEWork:
         """Merge one chunk, recording every step (the classic openai/gpt-2 loop)."""
+        check_utf8("word", word)
         if not word:
             raise bad_value("word", word, "a non-empty chunk of text", "pass e.g. ' world'")
         utf8 = word.encode("utf-8")
@@ -318,8 +332,12 @@ class BPE:
             steps.append(MergeStep(self.ranks[best], best, count, symbols))
         return BPEWork(word, utf8, initial, tuple(steps), tuple(self.vocab[s] for s in symbols))
 
-    def explain(self, text: str) -> list[BPEWork]:
-        """``work`` for every chunk of ``text`` (special tokens are kept whole, as the real tokenizer does)."""
+    def encode_and_show_work(self, text: str) -> list[BPEWork]:
+        """``work`` for every chunk of ``text`` (special tokens are kept whole, as the real tokenizer does).
+
+        The name is minGPT's: the ids (``[i for w in works for i in w.ids]``) with every step that made them.
+        """
+        check_utf8("text", text)
         out = []
         for part in regex.split("(" + "|".join(regex.escape(s) for s in SPECIAL_TOKENS) + ")", text):
             if part in SPECIAL_TOKENS:
@@ -331,10 +349,14 @@ class BPE:
 
     def encode(self, text: str) -> list[int]:
         """Text -> ids, the slow readable way (same ids as ``tokenizer.encode``)."""
-        return [i for w in self.explain(text) for i in w.ids]
+        return [i for w in self.encode_and_show_work(text) for i in w.ids]
 
     def decode(self, ids) -> str:
         """Ids -> text (bytes joined first, so pieces of one character come back together)."""
+        unknown = [i for i in ids if int(i) not in self.id_to_symbol]
+        if unknown:
+            raise bad_value("ids", unknown[:5], f"ids of this vocabulary (0..{len(self.vocab) - 1})",
+                            "pass ids made by this tokenizer's encode()")
         return b"".join(symbol_bytes(self.id_to_symbol[int(i)]) for i in ids).decode("utf-8", errors="replace")
 
 
@@ -345,9 +367,10 @@ def gpt2_bpe() -> BPE:
 
 
 def bpe_steps(word: str) -> BPEWork:
-    """Show the work for one chunk: ``bpe_steps(" world")``. Text of several chunks: ``gpt2_bpe().explain``."""
+    """Show the work for one chunk: ``bpe_steps(" world")``. Several chunks: ``gpt2_bpe().encode_and_show_work``."""
+    check_utf8("word", word)
     chunks = BPE.pretokenize(word) if word else []
     if len(chunks) != 1 or chunks[0] != word:
         raise bad_value("word", word, "exactly one pre-token chunk (a word with at most one leading space)",
-                        f"it splits into {chunks}; use gpt2_bpe().explain(text) for several chunks")
+                        f"it splits into {chunks}; use gpt2_bpe().encode_and_show_work(text) for several chunks")
     return gpt2_bpe().work(word)

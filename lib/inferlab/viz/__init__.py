@@ -1,12 +1,15 @@
-"""Figures: plain data in, a plotly ``Figure`` out. They never take a model and never display themselves.
+"""Figures: plain data in, a plotly ``Figure`` out. They never take a model, never run it, never display themselves.
 
-The plotly renderer is chosen here, in one place (``setup_plotly``), when this package is imported:
+Importing this package changes nothing global. Every figure gets the course's template from ``base_layout``
+(so it looks the same anywhere). A notebook calls ``setup_notebook()`` once, in its first code cell, to
+choose how figures are shown:
 
-- In Jupyter (Lab, Notebook, nbval, nbconvert): ``plotly_mimetype``. JupyterLab draws it with the
+- In Jupyter (Lab, Notebook, nbval, nbconvert): ``plotly_mimetype`` (plotly's own default in a Jupyter
+  kernel, so the stored outputs are the same with or without the call). JupyterLab draws it with the
   ``jupyterlab-plotly`` extension that ships inside the ``plotly`` package, offline. The stored notebooks
   stay small (no 4.8 MB copy of plotly.js in every notebook); the offline HTML edition
-  (``python -m inferlab.export_html``) embeds the local plotly.js once per page.
-- In Google Colab: ``colab``.
+  (``python -m inferlab.tools.export_html``) embeds the local plotly.js once per page.
+- In Google Colab: ``colab`` (plotly's own guess there depends on an environment variable Colab may not set).
 
 Submodules by topic: ``viz.tokens``, ``viz.embeddings``, ``viz.attention``, ``viz.roofline``,
 ``viz.kvcache``, ``viz.sampling``, ``viz.latency``, ``viz.speed``.
@@ -23,12 +26,21 @@ import plotly.io as pio
 TEMPLATE = "plotly_white"
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6",
            "#9D755D", "#BAB0AC")
+RENDERER_ENV = "INFERLAB_PLOTLY_RENDERER"
 
 
-def setup_plotly() -> str:
-    """Pick the renderer for this environment and return its name (``INFERLAB_PLOTLY_RENDERER`` overrides)."""
-    if os.environ.get("INFERLAB_PLOTLY_RENDERER"):
-        renderer = os.environ["INFERLAB_PLOTLY_RENDERER"]
+def setup_notebook() -> str:
+    """Choose how this notebook shows figures; returns the renderer's name. Call it once per notebook.
+
+    Sets plotly's default renderer (``INFERLAB_PLOTLY_RENDERER`` overrides; Colab gets ``colab``, everything
+    else ``plotly_mimetype``) and the default template (so figures built without ``base_layout`` match).
+
+    >>> from inferlab import viz                 # doctest: +SKIP
+    >>> viz.setup_notebook()                     # doctest: +SKIP
+    'plotly_mimetype'
+    """
+    if os.environ.get(RENDERER_ENV):
+        renderer = os.environ[RENDERER_ENV]
     elif "google.colab" in sys.modules:
         renderer = "colab"
     else:
@@ -38,13 +50,10 @@ def setup_plotly() -> str:
     return renderer
 
 
-RENDERER = setup_plotly()
-
-
 def base_layout(fig: go.Figure, title: str, x: str | None = None, y: str | None = None,
                 height: int | None = None) -> go.Figure:
-    """Common styling: a title, axis titles (with units/shapes), and a compact margin."""
-    fig.update_layout(title=title, margin={"l": 60, "r": 20, "t": 60, "b": 50})
+    """Common styling: the course's template, a title, axis titles (with units/shapes), and a compact margin."""
+    fig.update_layout(template=TEMPLATE, title=title, margin={"l": 60, "r": 20, "t": 60, "b": 50})
     if x is not None:
         fig.update_xaxes(title_text=x)
     if y is not None:

@@ -1,12 +1,13 @@
 """Figures for choosing the next token: candidates, the long tail, each filter's effect, many samples.
 
-All take plain data: a ``[vocab]`` probability vector, the dict returned by
-``inferlab.sampling.explain`` (one ``[vocab]`` vector per stage), or ``SettingResult``s from
-``inferlab.diversity``. Token text comes from ``decode``: a function of a list of ids (``m.decode``),
-or a list/dict mapping id -> text.
+All take plain data: a ``[vocab]`` probability vector, the ``FilterStages`` returned by
+``inferlab.sampling.filter_stages`` (one ``[vocab]`` vector and one ``Stage`` per filter), or
+``SettingResult``s from ``inferlab.diversity``. Token text comes from ``decode``: a function of a list of
+ids (``m.decode``), or a list/dict mapping id -> text. The stages are computed in ``inferlab.sampling``
+only; these functions draw them.
 
->>> dists = explain(logits[0], SamplingConfig(temperature=0.8, top_k=40, top_p=0.9))   # doctest: +SKIP
->>> stage_distributions(dists, m.decode)                                               # doctest: +SKIP
+>>> work = filter_stages(logits[0], SamplingConfig(temperature=0.8, top_k=40, top_p=0.9))   # doctest: +SKIP
+>>> stage_distributions(work, m.decode)                                                    # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -19,10 +20,9 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..diversity import SettingResult, describe, ngrams
-from ..sampling import Stage
+from ..sampling import STAGE_NAMES, FilterStages, Stage
 from . import PALETTE, base_layout, require, show_token
 
-STAGE_NAMES = ("model", "temperature", "top_k", "top_p")
 STAGE_TITLES = {"model": "the model (softmax of the logits)", "temperature": "after temperature",
                 "top_k": "after top-k", "top_p": "after top-p (what is sampled from)"}
 Decode = Callable[[list[int]], str] | Sequence[str] | Mapping[int, str]
@@ -47,21 +47,26 @@ def _as_probs(probs, name: str = "probs") -> torch.Tensor:
     return p
 
 
-def _entropy(p: torch.Tensor) -> float:
-    nz = p[p > 0]
-    return float(-(nz * nz.log()).sum())
+def _require_work(work) -> None:
+    require(isinstance(work, FilterStages),
+            f"work must be the FilterStages from inferlab.sampling.filter_stages, got {type(work).__name__}. "
+            "Fix: work = filter_stages(logits[0], config).")
 
 
 # ----------------------------------------------------------------------------- one distribution
-def top_candidates(probs, decode: Decode, k: int = 15, title: str = "The model's top candidates") -> go.Figure:
+def candidate_bars(probs, decode: Decode, k: int = 15, title: str = "The model's top candidates", *,
+                   x_max: float | None = None) -> go.Figure:
     """Horizontal bars of the ``k`` most likely next tokens: visible token text + id, probability.
 
     Args:
         probs: ``[vocab]`` probabilities (softmax of one row of logits).
         decode: ``m.decode`` or a list/dict id -> text.
         k: how many candidates to draw.
+        x_max: a fixed end for the probability axis (e.g. ``1.0``, so bars compare across temperatures);
+            ``None`` fits the axis to the longest bar.
     """
     p = _as_probs(probs)
+    require(isinstance(k, int) and k >= 1, f"k={k!r} must be an integer >= 1. Fix: pass k=15.")
     top = torch.topk(p, min(k, p.numel()))
     ids = [int(i) for i in top.indices]
     vals = [float(v) for v in top.values]
@@ -72,8 +77,9 @@ def top_candidates(probs, decode: Decode, k: int = 15, title: str = "The model's
     fig = go.Figure(go.Bar(x=vals, y=labels, orientation="h", marker_color=PALETTE[0], hovertext=hover,
                            hoverinfo="text", text=[f"{v:.3g}" for v in vals], textposition="outside"))
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(tickformat=".2~g", range=[0, 1.15 * max(vals)])
-    return base_layout(fig, title, x="probability", y="token (text, id)", height=max(300, 28 * len(ids) + 120))
+    fig.update_xaxes(tickformat=".2~g", range=[0, x_max if x_max is not None else 1.15 * max(vals)])
+    return base_layout(fig, title, x="probability of being the next token", y="token (text, id)",
+                       height=max(300, 28 * len(ids) + 120))
 
 
 def tail_curve(probs, ks: Sequence[int] = (10, 100, 1000), title: str = "How much probability the top candidates hold"
@@ -99,37 +105,27 @@ def tail_curve(probs, ks: Sequence[int] = (10, 100, 1000), title: str = "How muc
 
 
 # ----------------------------------------------------------------------------- the stages
-def stages(dists: Mapping[str, torch.Tensor], top_n: int = 10) -> tuple[Stage, ...]:
-    """Per stage of ``explain``'s output: tokens still possible, mass removed (of the stage before), entropy."""
-    require(list(dists) == list(STAGE_NAMES),
-            f"dists must be the dict from inferlab.sampling.explain (keys {list(STAGE_NAMES)}), got keys "
-            f"{list(dists)}. Fix: dists = explain(logits[0], config).")
-    out, previous = [], None
-    for name, probs in dists.items():
-        p = _as_probs(probs, f"dists[{name!r}]")
-        top = torch.topk(p, min(top_n, p.numel()))
-        removed = 0.0 if previous is None else float(previous[(p == 0) & (previous > 0)].sum())
-        out.append(Stage(name, int((p > 0).sum()), removed, _entropy(p),
-                         tuple(int(i) for i in top.indices), tuple(float(v) for v in top.values)))
-        previous = p
-    return tuple(out)
-
-
-def stage_distributions(dists: Mapping[str, torch.Tensor], decode: Decode, k: int = 12,
+def stage_distributions(work: FilterStages, decode: Decode, k: int = 12,
                         title: str = "The distribution after each stage") -> go.Figure:
     """One row per stage (model -> temperature -> top-k -> top-p): the same ``k`` tokens in each row.
 
     The tokens are the model's ``k`` most likely (no stage changes their order). A grey cross at 0
     marks a token a filter removed. Each row's title gives tokens still possible, mass removed, entropy.
+
+    Args:
+        work: from ``inferlab.sampling.filter_stages(logits[0], config)``.
+        decode: ``m.decode`` or a list/dict id -> text.
+        k: how many of the model's most likely tokens to draw.
     """
-    summary = stages(dists)
-    probs = {name: _as_probs(dists[name], f"dists[{name!r}]") for name in STAGE_NAMES}
+    _require_work(work)
+    probs = {name: work.probs[name].detach().double().cpu() for name in STAGE_NAMES}
     model = probs["model"]
     ids = [int(i) for i in torch.topk(model, min(k, model.numel())).indices]
     labels = [_label(decode, i) for i in ids]
     titles = [f"{STAGE_TITLES[s.name]}: {s.kept:,} tokens possible, removed {s.removed_mass:.3f} of the mass, "
-              f"entropy {s.entropy:.2f} nats" for s in summary]
-    fig = make_subplots(rows=len(summary), cols=1, shared_xaxes=True, subplot_titles=titles, vertical_spacing=0.07)
+              f"entropy {s.entropy:.2f} nats" for s in work.stages]
+    fig = make_subplots(rows=len(STAGE_NAMES), cols=1, shared_xaxes=True, subplot_titles=titles,
+                        vertical_spacing=0.07)
     for row, (name, color) in enumerate(zip(STAGE_NAMES, PALETTE), start=1):
         p = probs[name]
         vals = [float(p[i]) for i in ids]
@@ -147,15 +143,20 @@ def stage_distributions(dists: Mapping[str, torch.Tensor], decode: Decode, k: in
         top = max(1e-9, float(p.max()))
         fig.update_yaxes(title_text="p", tickformat=".2~g", range=[0, 1.05 * top], row=row, col=1)
     fig.update_xaxes(type="category", tickangle=-45)
-    fig.update_xaxes(title_text=f"the model's {len(ids)} most likely tokens (text, id)", row=len(summary), col=1)
+    fig.update_xaxes(title_text=f"the model's {len(ids)} most likely tokens (text, id)", row=len(STAGE_NAMES), col=1)
     fig.update_annotations(font_size=12)
-    return base_layout(fig, title, height=190 * len(summary) + 160)
+    return base_layout(fig, title, height=190 * len(STAGE_NAMES) + 160)
 
 
 def removed_mass(summary: Sequence[Stage], title: str = "What each filter took away") -> go.Figure:
-    """Left: probability mass each stage removed. Right: tokens still possible after each stage (log)."""
+    """Left: probability mass each stage removed. Right: tokens still possible after each stage (log).
+
+    Args:
+        summary: the ``Stage``s of ``filter_stages(...).stages`` or of a recorded ``SamplingStep``.
+    """
     require(len(summary) > 0 and all(isinstance(s, Stage) for s in summary),
-            "summary must be a sequence of Stage (from viz.sampling.stages(dists) or SamplingStep.stages).")
+            "summary must be a sequence of Stage. Fix: pass filter_stages(logits[0], config).stages "
+            "(or a recorded step's step.sampling.stages).")
     names = [s.name for s in summary]
     fig = make_subplots(rows=1, cols=2, subplot_titles=("probability mass removed", "tokens still possible"))
     fig.add_trace(go.Bar(x=names, y=[s.removed_mass for s in summary], marker_color=PALETTE[3],

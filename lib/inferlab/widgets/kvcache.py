@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import ipywidgets as w
 
 from ..viz.kvcache import check_layers, kv_tensors_figure
-from . import message
+from . import message, show_figure
 
 
 def _summary(layers, tokens: int, prompt_len: int) -> str:
@@ -55,11 +55,7 @@ def kv_growth(layers, prompt_len: int, pieces: Sequence[str] | None = None, head
         tokens = prompt_len + step.value
         info.value = message(_summary(layers, tokens, prompt_len), "info")
         fig = kv_tensors_figure(layers, tokens, prompt_len=prompt_len, head=h, pieces=pieces)
-        # Set the Output's state directly instead of `with out: display(fig)`: nbclient (which stores
-        # executed notebooks) hangs when captured output over 64 kB is synced back to the kernel.
-        # (plotly's own _ipython_display_ bypasses Output.append_display_data, so build the bundle here.)
-        bundle = {"text/plain": "<KV cache figure>", **fig._repr_mimebundle_()}
-        out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)
+        show_figure(out, fig, "KV cache figure")
 
     step.observe(redraw, names="value")
     head_box.observe(redraw, names="value")

@@ -1,7 +1,7 @@
 """The sampling playground: temperature, top-k and top-p together, on one real next-token distribution.
 
 The filters run in the library's order, which is Hugging Face ``generate()``'s: temperature -> top-k ->
-top-p (``inferlab.sampling.explain``). The widget holds the logits: changing a filter re-draws from them
+top-p (``inferlab.sampling.filter_stages``). The widget holds the logits: changing a filter re-draws from them
 and never runs the model. Only a new prompt (when ``logits_for`` is given) runs the model, once per
 prompt (remembered).
 
@@ -17,12 +17,11 @@ from collections.abc import Callable
 
 import ipywidgets as w
 import torch
-from IPython.display import display
 
-from ..sampling import SamplingConfig, explain
+from ..sampling import STAGE_NAMES, FilterStages, SamplingConfig, filter_stages
 from ..viz import show_token
-from ..viz.sampling import STAGE_TITLES, Decode, piece, stage_distributions, stages
-from . import error_box, message
+from ..viz.sampling import STAGE_TITLES, Decode, piece, stage_distributions
+from . import error_box, message, show_figure
 
 
 def _removed_tokens(before: torch.Tensor, after: torch.Tensor, decode: Decode, show: int = 6) -> str:
@@ -36,13 +35,14 @@ def _removed_tokens(before: torch.Tensor, after: torch.Tensor, decode: Decode, s
     return names + (f" and {more:,} more" if more else "")
 
 
-def stage_report(dists: dict[str, torch.Tensor], decode: Decode) -> str:
-    """An HTML table: per stage, tokens still possible, mass removed, entropy, and which tokens went."""
+def stage_report(work: FilterStages, decode: Decode) -> str:
+    """An HTML table: per stage, tokens still possible, mass removed, entropy, and which tokens went.
+
+    ``work`` comes from ``inferlab.sampling.filter_stages(logits[0], config)``.
+    """
     rows = []
-    summary = stages(dists)
-    names = list(dists)
-    for i, s in enumerate(summary):
-        gone = "" if i == 0 else _removed_tokens(dists[names[i - 1]], dists[names[i]], decode)
+    for i, s in enumerate(work.stages):
+        gone = "" if i == 0 else _removed_tokens(work.probs[STAGE_NAMES[i - 1]], work.probs[s.name], decode)
         rows.append(f"<tr><td>{html.escape(STAGE_TITLES[s.name])}</td><td>{s.kept:,}</td>"
                     f"<td>{'' if i == 0 else f'{s.removed_mass:.4f}'}</td><td>{s.entropy:.3f}</td>"
                     f"<td>{math.exp(s.entropy):,.1f}</td><td>{html.escape(gone)}</td></tr>")
@@ -67,11 +67,13 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
 
     Returns:
         A ``VBox``; ``.children`` are the controls, the message line, the table and the figure output.
-        ``box.state`` exposes the current ``config``, ``dists`` and ``model_calls`` (for tests).
+        ``box.state`` exposes the current ``config``, ``work`` (the ``FilterStages``) and ``model_calls``.
     """
     if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
-        raise ValueError("logits must be a 1-D [vocab] tensor. Fix: pass logits[0] from il.prefill(m, ids).")
-    state = {"logits": logits.detach().float().cpu(), "config": None, "dists": None, "model_calls": 0,
+        shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
+        raise ValueError(f"logits must be a 1-D [vocab] tensor, got {shape}. "
+                         "Fix: pass logits[0] from il.prefill(m, ids) (logits are [batch, vocab]).")
+    state = {"logits": logits.detach().float().cpu(), "config": None, "work": None, "model_calls": 0,
              "cache": {} if prompt is None else {prompt: logits.detach().float().cpu()}}
     style = {"description_width": "initial"}
     t_box = w.FloatText(value=temperature, description="temperature", step=0.1, style=style,
@@ -94,22 +96,18 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
     def redraw(_=None) -> None:
         try:
             config = SamplingConfig(temperature=float(t_box.value), top_k=int(k_box.value), top_p=float(p_box.value))
+            work = filter_stages(state["logits"], config)
         except (TypeError, ValueError) as exc:
             errors.value = message(str(exc))
             return
-        dists = explain(state["logits"], config)
-        if any(bool(torch.isnan(p).any()) for p in dists.values()):
-            errors.value = message(f"temperature={config.temperature!r} is too small for float32 arithmetic "
-                                   "(logits / temperature overflow to infinity). Fix: use 0 for greedy, "
-                                   "or a temperature of at least 1e-3.")
-            return
-        errors.value = ""
-        state.update(config=config, dists=dists)
-        table.value = stage_report(dists, decode)
-        fig = stage_distributions(dists, decode, k=k_shown, title=f"After each stage ({_describe(config)})")
-        out.clear_output(wait=True)
-        with out:
-            display(fig)
+        vocab = state["logits"].numel()
+        errors.value = ("" if config.top_k < vocab else
+                        message(f"top-k {config.top_k:,} is not smaller than the vocabulary ({vocab:,} tokens), "
+                                "so it keeps every token: the same as top-k 0 (off).", "info"))
+        state.update(config=config, work=work)
+        table.value = stage_report(work, decode)
+        show_figure(out, stage_distributions(work, decode, k=k_shown, title=f"After each stage ({_describe(config)})"),
+                    "figure: the distribution after each stage")
 
     def new_prompt(change) -> None:
         text = change["new"]
@@ -118,11 +116,17 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
             return
         if text not in state["cache"]:
             try:
-                state["cache"][text] = logits_for(text).detach().float().cpu().reshape(-1)
-                state["model_calls"] += 1
-            except Exception as exc:  # a readable line in the widget, never a traceback
+                new = logits_for(text).detach().float().cpu().reshape(-1)
+            except Exception as exc:  # the caller's function: any failure becomes a readable line, never a traceback
                 errors.value = message(f"Could not run the model on this prompt: {exc}")
                 return
+            state["model_calls"] += 1
+            if new.numel() != state["logits"].numel():
+                errors.value = message(f"logits_for returned {new.numel():,} scores, expected one per token of the "
+                                       f"vocabulary ({state['logits'].numel():,}). "
+                                       "Fix: return il.prefill(m, ids)[0][0].")
+                return
+            state["cache"][text] = new
         state["logits"] = state["cache"][text]
         redraw()
 

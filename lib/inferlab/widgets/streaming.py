@@ -3,8 +3,11 @@
     view = streaming_view(m, "To be, or not", max_new_tokens=40)   # runs once, then "Run again"
     view.trace.latency                                             # the last run's numbers
 
-It uses ``inferlab.stream``; each ``TokenEvent`` updates the widget the moment its id is on the host.
-Outside a live kernel (nbval, an HTML export) it simply runs once and shows the final state.
+It uses ``inferlab.stream``; each ``TokenEvent`` updates the widget the moment its id is on the host
+(its ``text`` is the piece it completes). When the run ends the widget shows ``trace.text``, the answer as
+the library returns it (a stop string is cut from it). This widget is a live run by design, so it takes
+the model; every other view takes data. Outside a live kernel (nbval, an HTML export) it simply runs once
+and shows the final state.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ _BOX = ("font-family:monospace;white-space:pre-wrap;border:1px solid #ddd;border
         "padding:8px;min-height:3em;max-height:16em;overflow-y:auto")
 
 
-def _readout(n: int, ttft: float | None, t_last: float | None, done: bool, stop: str = "") -> str:
+def _readout(n: int, ttft: float | None, t_last: float | None, done: bool, stop_reason: str = "") -> str:
     """One line: TTFT, running TPOT = (t_last - TTFT) / (n - 1), tokens so far."""
     if ttft is None:
         return '<span style="color:#555">waiting for the first token ...</span>'
@@ -29,7 +32,7 @@ def _readout(n: int, ttft: float | None, t_last: float | None, done: bool, stop:
     parts = [f"<b>TTFT</b> {ttft * 1e3:.1f} ms",
              f"<b>TPOT</b> {tpot * 1e3:.2f} ms ({1 / tpot:.0f} tokens/s)" if tpot else "<b>TPOT</b> (needs 2 tokens)",
              f"<b>N</b> {n}", f"<b>E2E</b> {t_last * 1e3:.1f} ms"]
-    state = f"done ({html.escape(stop)})" if done else "streaming ..."
+    state = f"done ({html.escape(stop_reason)})" if done else "streaming ..."
     return " · ".join(parts) + f' · <span style="color:#555">{state}</span>'
 
 
@@ -69,10 +72,11 @@ class StreamingView(w.VBox):
             self.readout.value = _readout(0, None, None, False)
             for ev in s:
                 ttft = ev.t if ttft is None else ttft
-                answer += ev.text
+                answer += ev.text  # the pieces as they come
                 self._show(prompt, answer)
                 self.readout.value = _readout(ev.index + 1, ttft, ev.t, False)
             self.trace = s.trace
+            self._show(prompt, s.trace.text)  # the final answer, as the library returns it
             lat = s.trace.latency
             self.readout.value = _readout(lat.n_tokens, lat.ttft, lat.e2e, True, s.trace.stop_reason)
         except (ValueError, TypeError) as exc:  # bad prompt or settings: say so in the widget
@@ -91,7 +95,8 @@ def streaming_view(model: Model, prompt: str = "To be, or not to be", max_new_to
         max_new_tokens: the slider's starting value.
         stop_at_eos: stop at ``<|endoftext|>``.
         run: stream once right away (so a static export shows a finished answer).
-        **sampling: ``temperature``, ``top_k``, ``top_p``, ``seed`` (as for ``il.generate``); greedy if none.
+        **sampling: ``temperature``, ``top_k``, ``top_p``, ``seed``, ``stop_strings`` (as for
+            ``il.generate``); greedy if none.
 
     Example:
         >>> view = streaming_view(m, "ROMEO.", max_new_tokens=30, temperature=0.8, seed=0)  # doctest: +SKIP

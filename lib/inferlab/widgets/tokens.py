@@ -106,7 +106,13 @@ def bpe_stepper(text: str = " inference", bpe: BPE | None = None) -> w.VBox:
             view.value = message(f"{len(box.value):,} characters is too long to step through; type one word or "
                                  "a short phrase (200 characters at most).")
             return
-        for wk in bpe.explain(box.value):
+        try:
+            chunks = bpe.encode_and_show_work(box.value)
+        except (ValueError, TypeError) as exc:  # e.g. a lone surrogate: a message, never a traceback
+            chunk.options = []
+            view.value = message(str(exc))
+            return
+        for wk in chunks:
             works[visible(wk.word)] = wk
         chunk.options = list(works)
         chunk.value = chunk.options[0]

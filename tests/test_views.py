@@ -1,0 +1,157 @@
+"""Views as a hurried learner meets them: no side effects at import, data in, a message (never a traceback) out."""
+
+from __future__ import annotations
+
+import html
+import importlib
+import itertools
+import re
+
+import ipywidgets as w
+import plotly.io as pio
+import pytest
+import torch
+
+import inferlab as il
+from inferlab import viz
+from inferlab.viz import sampling as vs
+from inferlab.viz import tokens as vt
+from inferlab.widgets import sampling as ws
+from inferlab.widgets import show_figure
+from inferlab.widgets import start as wstart
+from inferlab.widgets import streaming as wstream
+from inferlab.widgets import tokens as wt
+
+PIECES = ["a", " b", "\n"]
+HAND = torch.tensor([2.0, 1.0, 0.0])  # softmax 0.6652, 0.2447, 0.0900 (worked in test_sampling.py)
+PLOTLY = "application/vnd.plotly.v1+json"
+
+
+@pytest.fixture
+def plotly_defaults():
+    """Plotly's global defaults set to markers, restored after the test."""
+    saved = pio.renderers.default, pio.templates.default
+    pio.renderers.default, pio.templates.default = "json", "none"
+    yield
+    pio.renderers.default, pio.templates.default = saved
+
+
+# ----------------------------------------------------------------------------- importing changes nothing
+def test_importing_views_changes_nothing(plotly_defaults):
+    for module in (viz, vs, vt, ws, wstart, wstream, wt):
+        importlib.reload(module)  # runs each module's top level again, as a first import would
+    assert (pio.renderers.default, pio.templates.default) == ("json", "none")
+
+
+def test_setup_notebook_sets_renderer_and_template(plotly_defaults, monkeypatch):
+    monkeypatch.delenv("INFERLAB_PLOTLY_RENDERER", raising=False)
+    assert viz.setup_notebook() == "plotly_mimetype"
+    assert (pio.renderers.default, pio.templates.default) == ("plotly_mimetype", "plotly_white")
+    monkeypatch.setenv("INFERLAB_PLOTLY_RENDERER", "png")
+    assert viz.setup_notebook() == "png" and pio.renderers.default == "png"
+
+
+def test_figures_carry_the_template_without_setup():
+    fig = vs.candidate_bars(HAND.softmax(-1), PIECES)
+    assert fig.layout.template.layout.plot_bgcolor == "white"  # plotly_white, whatever the global default
+
+
+def test_show_figure_always_stores_the_plotly_mimetype():
+    out = w.Output()
+    show_figure(out, vs.candidate_bars(HAND.softmax(-1), PIECES), "bars")
+    show_figure(out, vs.candidate_bars(HAND.softmax(-1), PIECES, k=2), "bars")  # replaces, never stacks
+    assert len(out.outputs) == 1
+    data = out.outputs[0]["data"]
+    assert data["text/plain"] == "<bars>" and len(data[PLOTLY]["data"][0]["y"]) == 2
+
+
+# ----------------------------------------------------------------------------- the start notebook's peek
+def test_next_token_peek_redraws_from_the_logits():
+    box = wstart.next_token_peek(HAND, PIECES, prompt="x", n=2)
+    slider, (text, out) = box.children[0], box.children[1].children
+    assert "inferlab-peek" in text.value and "66.5%" in text.value and "24.5%" in text.value
+    assert "9.0%" not in text.value  # n=2: the third token is not listed
+    assert "&#x27;·b&#x27;" in text.value  # the leading space made visible
+    assert out.outputs[0]["data"][PLOTLY]["layout"]["xaxis"]["range"] == [0, 1.0]
+    slider.value = 0.0
+    assert "greedy" in text.value and "100.0%" in text.value
+    slider.value = 0.5  # logits doubled: 0.8668, 0.1173 (worked in test_sampling.py)
+    assert "86.7%" in text.value and "11.7%" in text.value
+
+
+def test_next_token_peek_more_candidates_than_tokens():
+    box = wstart.next_token_peek(HAND, PIECES, n=50)
+    assert box.children[1].children[0].value.count("<li>") == 3
+
+
+@pytest.mark.parametrize("bad,match", [(HAND.unsqueeze(0), r"logits\[0\]"), ([2.0, 1.0], "1-D"), (HAND, "n=0")])
+def test_next_token_peek_refuses_bad_arguments(bad, match):
+    with pytest.raises(ValueError, match=match):
+        wstart.next_token_peek(bad, PIECES, n=0 if match == "n=0" else 8)
+
+
+# ----------------------------------------------------------------------------- tokens widgets
+@pytest.mark.parametrize("text", ["a\ud800b", "\udfff"])
+def test_bpe_stepper_lone_surrogate_is_a_message(text):
+    st = wt.bpe_stepper(text)
+    (_, chunk), view = st.children[0].children, st.children[2]
+    assert "surrogate" in view.value and "Fix" in view.value and list(chunk.options) == []
+    st.children[0].children[0].value = " inference"  # recovers
+    assert "no pair left" not in view.value and "merge" in view.value
+
+
+@pytest.mark.parametrize("text,chunks", [("   ", ["···"]), ("<|endoftext|>", ["<|endoftext|>"]),
+                                         ("🍕!", ["🍕!"]), ("a\u200db", ["a", "⟨U+200D⟩", "b"])])
+def test_bpe_stepper_weird_text(text, chunks):
+    st = wt.bpe_stepper(text)
+    assert list(st.children[0].children[1].options) == chunks
+    assert "<table" in st.children[2].value
+
+
+def test_token_box_lone_surrogate_and_weird_unicode(model):
+    box = wt.token_box(model.tokenizer)
+    text, view = box.children[1], box.children[2]
+    text.value = "ok \ud83d then"
+    assert "surrogate U+D83D at character 3" in view.value and "il-chip" not in view.value
+    text.value = "e\u0301 \u200b 👨‍👩‍👧"
+    assert "il-chip" in view.value and "\ufffd" not in view.value
+
+
+# ----------------------------------------------------------------------------- streaming
+def _answer(view) -> str:
+    return re.search(r"<b>(.*)</b></div>$", view.text.value, re.S).group(1)
+
+
+def test_streaming_view_shows_pieces_then_the_trace_text(model):
+    settings = {"temperature": 1.0, "top_k": 40, "seed": 3, "stop_at_eos": False}
+    free = il.generate(model, "To be, or not to be", 12, **settings)
+    stop = next(p.strip() for p in free.generated_pieces[3:] if p.strip())
+    view = wstream.streaming_view(model, "To be, or not to be", 12, run=False, stop_strings=[stop], **settings)
+    shown = []
+    view._show = lambda prompt, answer: shown.append(answer)  # record every redraw
+    view.run()
+    assert view.trace.stop_reason.startswith("stop string") and view.error.value == ""
+    assert shown[-1] == view.trace.text and stop not in view.trace.text
+    pieces = shown[1:-1]  # after the empty start: one redraw per event, each the one before plus a piece
+    assert len(pieces) == len(view.trace.generated_ids)
+    assert all(b.startswith(a) for a, b in itertools.pairwise(pieces))
+    view = wstream.streaming_view(model, "To be, or not to be", 12, stop_strings=[stop], **settings)
+    assert _answer(view) == html.escape(view.trace.text)
+
+
+@pytest.mark.parametrize("prompt,settings,shown", [
+    ("To be", {"top_p": 0.0}, "top_p"),
+    ("To be", {"temperature": -1.0}, "temperature"),
+    ("", {}, "prompt"),
+    ("a\ud800b", {}, "prompt"),
+    ("word " * 2000, {}, "512-token context"),
+])
+def test_streaming_view_hurried_learner_gets_messages(model, prompt, settings, shown):
+    view = wstream.streaming_view(model, prompt, 3, **settings)
+    assert view.trace is None and shown in view.error.value and not view.button.disabled
+
+
+@pytest.mark.parametrize("settings", [{"temperature": 0.0}, {"top_k": 10**6, "temperature": 1.0, "seed": 0}])
+def test_streaming_view_edge_settings_run(model, settings):
+    view = wstream.streaming_view(model, "To be", 3, stop_at_eos=False, **settings)
+    assert view.error.value == "" and len(view.trace.generated_ids) == 3 and "done" in view.readout.value
