@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
 import inferlab as il
-from inferlab import hooks
+from inferlab import _hf, hooks
+from inferlab.embeddings import token_vectors
 
 PROMPT = "To be, or not to be, that is the"
 SETTINGS = [
@@ -69,6 +72,17 @@ def test_static_cache_matches_dynamic(model):
     assert c1.tokens == c2.tokens == len(ids) + 6
 
 
+def test_static_cache_generation_matches_dynamic(model):
+    dynamic = il.generate(model, PROMPT, 8, stop_at_eos=False, record="cache")
+    static = il.generate(model, PROMPT, 8, stop_at_eos=False, record="cache", cache_implementation="static")
+    assert static.generated_ids == dynamic.generated_ids
+    slots = len(static.prompt_ids) + 8  # allocated once: prompt + max_new_tokens
+    per_slot = dynamic.steps[0].cache.total_bytes // len(dynamic.prompt_ids)
+    assert [s.cache.tokens for s in static.steps] == [s.cache.tokens for s in dynamic.steps]
+    assert [s.cache.allocated_bytes for s in static.steps] == [slots * per_slot] * 8  # allocated once, up front
+    assert [s.cache.allocated_bytes for s in dynamic.steps] == [s.cache.total_bytes for s in dynamic.steps]
+
+
 def test_batched_prefill_and_decode(model):
     a, b = model.encode("ROMEO. My lord, I"), model.encode("JULIET. O Romeo, Romeo")
     n = min(len(a), len(b))
@@ -101,26 +115,47 @@ def test_stream_yields_each_token_then_the_trace(model):
     assert times == sorted(times) and times == s.trace.token_times
 
 
-def test_stop_string_and_length_limit(model):
-    full = il.generate(model, PROMPT, 30)
-    assert full.stop_reason in {"max_new_tokens", "stop token"}
-    word = full.text.strip().split()[0] if full.text.strip() else None
-    if word:
-        cut = il.generate(model, PROMPT, 30, stop=[word])
-        assert cut.stop_reason.startswith("stop string") and word not in cut.text
+def test_length_limit(model):
     one = il.generate(model, PROMPT, 1)
     assert len(one.generated_ids) == 1 and one.stop_reason == "max_new_tokens"
+    seven = il.generate(model, PROMPT, 7, stop_at_eos=False)
+    assert len(seven.generated_ids) == 7 and seven.stop_reason == "max_new_tokens"
 
 
-def test_stop_token(model):
-    # Force <|endoftext|> by sampling from a prompt that ends a work in the corpus, with top_k=1 on a biased row:
-    logits = torch.full((model.info.vocab_size,), -10.0)
-    logits[model.eos_id] = 10.0
-    assert int(il.sample(logits)) == model.eos_id
-    trace = il.generate(model, "THE END", 200, temperature=1.0, seed=0)
-    assert trace.stop_reason in {"stop token", "max_new_tokens"}
-    if trace.stop_reason == "stop token":
-        assert trace.generated_ids[-1] == model.eos_id and "<|endoftext|>" not in trace.text
+def test_stop_string_cuts_the_text_and_the_stream(model):
+    full = il.generate(model, PROMPT, 30, stop_at_eos=False)
+    assert len(full.text) > 8, "greedy output of the bundled model is expected to be longer than 8 characters"
+    stop = full.text[5:8]  # greedy is deterministic, so this text will be produced again
+    s = il.stream(model, PROMPT, 30, stop_at_eos=False, stop_strings=[stop])
+    events = list(s)
+    cut = s.trace
+    assert cut.stop_reason == f"stop string {stop!r}"
+    assert cut.text == full.text[: full.text.index(stop)]
+    assert "".join(e.text for e in events) == cut.text  # no streamed piece showed the stop string
+    assert cut.generated_ids == full.generated_ids[: len(cut.generated_ids)] and len(cut.generated_ids) < 30
+
+
+class _EosIs:
+    """GPT-2's tokenizer, except that its end-of-text id is ``eos`` (to force a stop the model will make)."""
+
+    def __init__(self, tokenizer, eos: int) -> None:
+        self._tokenizer, self.eos_token_id = tokenizer, eos
+
+    def __getattr__(self, name):
+        return getattr(self._tokenizer, name)
+
+    def __call__(self, *args, **kwargs):
+        return self._tokenizer(*args, **kwargs)
+
+
+def test_stop_token_ends_the_run(model):
+    free = il.generate(model, PROMPT, 10, stop_at_eos=False).generated_ids
+    certain = free[2]  # greedy: the third token is certain to be this id
+    forced = dataclasses.replace(model, tokenizer=_EosIs(model.tokenizer, certain))
+    trace = il.generate(forced, PROMPT, 10)
+    assert trace.stop_reason == "stop token"
+    assert trace.generated_ids == free[: free.index(certain) + 1]
+    assert len(il.generate(forced, PROMPT, 10, stop_at_eos=False).generated_ids) == 10
 
 
 def test_extra_stop_token_ids(model):
@@ -136,12 +171,12 @@ def test_hooks_removed_after_run_and_after_error(model):
     assert hooks.active_hook_count(model.hf) == 0
     il.generate(model, PROMPT, 3, record="all")
     assert hooks.active_hook_count(model.hf) == 0
-    assert model.hf.config._attn_implementation == "sdpa"
+    assert _hf.current_attention(model.hf) == "sdpa"
     with pytest.raises(RuntimeError, match="boom"), hooks.capture(model.hf, {"attention", "residual", "embeddings"}):
         assert hooks.active_hook_count(model.hf) > 0
         raise RuntimeError("boom")
     assert hooks.active_hook_count(model.hf) == 0
-    assert model.hf.config._attn_implementation == "sdpa"
+    assert _hf.current_attention(model.hf) == "sdpa"
     s = il.stream(model, PROMPT, 5, record="attention")
     next(iter(s))  # abandon the stream mid-run: closing the generator must remove the hooks too
     del s
@@ -167,8 +202,7 @@ def test_recorded_embeddings_and_residual(short_trace, model):
     T, d = len(short_trace.prompt_ids), model.info.d_model
     assert emb["tok"].shape == emb["pos"].shape == emb["sum"].shape == (T, d)
     assert torch.allclose(emb["tok"] + emb["pos"], emb["sum"], atol=1e-6)
-    wte = model.hf.transformer.wte.weight
-    assert torch.allclose(emb["tok"], wte[short_trace.prompt_ids].float())
+    assert torch.allclose(emb["tok"], token_vectors(model, short_trace.prompt_ids))
     assert short_trace.steps[0].residual.shape == (model.info.n_layer + 1, T, d)
     assert short_trace.steps[1].residual.shape == (model.info.n_layer + 1, 1, d)
 

@@ -10,18 +10,17 @@ from pathlib import Path
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
 
 import inferlab as il
+from inferlab import _hf
 from inferlab.models import BUNDLED_DIR
 
 
 def test_bundled_model_facts(model):
     info = model.info
-    cfg = model.hf.config
     assert info.source == "bundled"
-    assert (info.n_layer, info.n_head, info.d_model, info.n_ctx, info.vocab_size) == (
-        cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.n_positions, 50257)
+    # the bundled model's published shape (its model card): 4 layers, 5 heads of 32, 512 positions
+    assert (info.n_layer, info.n_head, info.d_model, info.n_ctx, info.vocab_size) == (4, 5, 160, 512, 50257)
     assert info.head_dim * info.n_head == info.d_model
     assert info.n_params == sum(p.numel() for p in model.hf.parameters())  # tied head counted once
     assert info.weight_bytes == info.n_params * 4 and info.dtype == torch.float32
@@ -49,9 +48,7 @@ def test_bundled_model_writes_shakespeare_like_text(model):
 
 
 def test_load_a_save_pretrained_folder(tmp_path, model):
-    cfg = GPT2Config(n_layer=2, n_head=2, n_embd=32, n_positions=64, vocab_size=50257)
-    torch.manual_seed(0)
-    src = GPT2LMHeadModel(cfg).eval()
+    src = _hf.new_gpt2(n_layer=2, n_head=2, d_model=32, n_ctx=64)
     src.save_pretrained(tmp_path)
     model.tokenizer.save_pretrained(tmp_path)
     m = il.load(tmp_path, verbose=False)
@@ -111,15 +108,16 @@ def test_missing_and_wrong_folders_are_clear(tmp_path):
         il.load(str(tmp_path / "nope"), verbose=False)
     with pytest.raises(FileNotFoundError, match=r"no config\.json"):
         il.load(str(tmp_path), verbose=False)
-    (tmp_path / "config.json").write_text(GPT2Config(n_layer=1, n_embd=8, n_head=2).to_json_string())
+    _hf.new_gpt2(n_layer=1, n_head=2, d_model=8, n_ctx=16).config.to_json_file(tmp_path / "config.json")
     (tmp_path / "pytorch_model.bin").write_bytes(b"pickle would be here")
     with pytest.raises(FileNotFoundError, match=r"never loads pickle"):
         il.load(str(tmp_path), verbose=False)
 
 
 def test_corrupt_weights_are_clear(tmp_path):
-    cfg = GPT2Config(n_layer=1, n_head=2, n_embd=8, n_positions=16)
-    GPT2LMHeadModel(cfg).save_pretrained(tmp_path)
+    _hf.new_gpt2(n_layer=1, n_head=2, d_model=8, n_ctx=16).save_pretrained(tmp_path)
+    for name in ("vocab.json", "merges.txt"):
+        (tmp_path / name).write_bytes((BUNDLED_DIR / name).read_bytes())
     (tmp_path / "model.safetensors").write_bytes(b"\x00" * 100)
     with pytest.raises(ValueError, match="could not load the weights"):
         il.load(str(tmp_path), verbose=False)
@@ -159,3 +157,5 @@ def test_loading_never_uses_pickle_or_remote_code():
     src = (Path(il.__file__).parent / "_hf.py").read_text() + (Path(il.__file__).parent / "models.py").read_text()
     assert "use_safetensors=True" in src
     assert "trust_remote_code=True" not in src and "torch.load" not in src
+    # every from_pretrained call refuses remote code explicitly (behaviour: tests/test_hardening.py)
+    assert src.count(".from_pretrained(") == src.count("trust_remote_code=False") >= 3

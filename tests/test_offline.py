@@ -10,7 +10,8 @@ import sys
 
 import pytest
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel
+
+from inferlab import _hf
 
 PROBE = r"""
 import json, socket, sys
@@ -33,7 +34,7 @@ print(json.dumps({"source": m.info.source, "n_layer": m.info.n_layer, "tokens": 
 def folder(tmp_path_factory, model):
     path = tmp_path_factory.mktemp("gpt2-like")
     torch.manual_seed(0)
-    GPT2LMHeadModel(GPT2Config(n_layer=2, n_head=2, n_embd=64, n_positions=128)).save_pretrained(path)
+    _hf.new_gpt2(n_layer=2, n_head=2, d_model=64, n_ctx=128).save_pretrained(path)
     model.tokenizer.save_pretrained(path)
     return path
 

@@ -12,7 +12,8 @@ The flat public API (everything else is importable by path, e.g. ``inferlab.viz.
 
 from . import cost, timing  # noqa: F401 - il.cost and il.timing for notebooks
 from .cache import CacheSnapshot, KVCache
-from .engine import Stream, TokenEvent, decode_step, forward_full, generate, prefill, reference_generate, stream
+from .engine import Stream, decode_step, forward_full, generate, prefill, reference_generate, stream
+from .generation import GenerationConfig, TokenEvent
 from .models import Model, ModelInfo, load
 from .sampling import GREEDY, SamplingConfig, SamplingStep, filter_logits, sample, sample_with_steps
 from .timing import Latency, Summary, summarize
@@ -21,7 +22,8 @@ from .trace import StepRecord, Trace
 __version__ = "0.1.0"
 
 __all__ = [
-    "GREEDY", "CacheSnapshot", "KVCache", "Latency", "Model", "ModelInfo", "SamplingConfig", "SamplingStep",
-    "StepRecord", "Stream", "Summary", "TokenEvent", "Trace", "decode_step", "filter_logits", "forward_full",
-    "generate", "load", "prefill", "reference_generate", "sample", "sample_with_steps", "stream", "summarize",
+    "GREEDY", "CacheSnapshot", "GenerationConfig", "KVCache", "Latency", "Model", "ModelInfo", "SamplingConfig",
+    "SamplingStep", "StepRecord", "Stream", "Summary", "TokenEvent", "Trace", "decode_step", "filter_logits",
+    "forward_full", "generate", "load", "prefill", "reference_generate", "sample", "sample_with_steps", "stream",
+    "summarize",
 ]

@@ -7,11 +7,13 @@ all of them, instead of recomputing the whole history.
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 
 import torch
 
 from . import _hf
+from .errors import bad_value
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,8 @@ class CacheSnapshot:
     bytes_per_layer: tuple[int, ...]  # keys + values
     total_bytes: int
     dtype: str
+    allocated_bytes: int = 0  # what the cache occupies: total_bytes, or every slot of a static cache
+
 
     def __repr__(self) -> str:
         shape = self.layer_shapes[0] if self.layer_shapes else ()
@@ -33,7 +37,7 @@ class CacheSnapshot:
         """Plain-Python form (for JSON and plots)."""
         return {"tokens": self.tokens, "layer_shapes": [list(s) for s in self.layer_shapes],
                 "bytes_per_layer": list(self.bytes_per_layer), "total_bytes": self.total_bytes,
-                "dtype": self.dtype}
+                "dtype": self.dtype, "allocated_bytes": self.allocated_bytes}
 
 
 class KVCache:
@@ -42,11 +46,32 @@ class KVCache:
     ``cache.layers[i]`` is ``(keys, values)``, each ``[batch, heads, tokens, head_dim]``;
     ``cache.tokens`` is how many positions are held; ``cache.nbytes`` what they occupy.
     A static (pre-allocated) cache reports its full allocated size in ``nbytes``.
+    A cache belongs to the model that filled it (``decode_step`` refuses another model's cache).
     """
 
-    def __init__(self, hf_cache, *, static: bool = False) -> None:
+    def __init__(self, hf_cache, model, *, static: bool = False) -> None:
         self.hf = hf_cache
         self.static = static
+        self._owner = weakref.ref(model.hf)
+        self._n_ctx = model.info.n_ctx
+
+    def check_owner(self, model) -> None:
+        """Raise a clear error unless this cache was filled by ``model``."""
+        if self._owner() is not model.hf:
+            raise bad_value("cache", self, f"a cache filled by this model ({model.info.name})",
+                            "prefill the prompt with the same model you decode with")
+
+    @property
+    def batch(self) -> int:
+        """Sequences held (the first axis of every key and value tensor)."""
+        layers = self.layers
+        return int(layers[0][0].shape[0]) if layers else 0
+
+    @property
+    def capacity(self) -> int:
+        """Positions this cache can hold: the allocated slots (static) or the model's context length."""
+        layers = self.layers
+        return int(layers[0][0].shape[2]) if self.static and layers else self._n_ctx
 
     @property
     def tokens(self) -> int:
@@ -74,7 +99,7 @@ class KVCache:
             per = k.element_size() * shape[0] * shape[1] * shape[2] * shape[3]
             sizes.append(2 * per)
         dtype = str(layers[0][0].dtype).removeprefix("torch.") if layers else "none"
-        return CacheSnapshot(n, tuple(shapes), tuple(sizes), sum(sizes), dtype)
+        return CacheSnapshot(n, tuple(shapes), tuple(sizes), sum(sizes), dtype, self.nbytes)
 
     def __repr__(self) -> str:
         kind = "static" if self.static else "dynamic"

@@ -1,63 +1,98 @@
 """The two jobs, in code that reads like the articles.
 
-    ids    = tokenize(prompt)
-    logits, cache = prefill(model, ids)          # read the whole prompt at once
-    token  = sample(logits)
-    while token is not the stop token and fewer than max_new_tokens:
-        logits, cache = decode_step(model, token, cache)   # one token against the cache
-        token = sample(logits)
+    ids           = tokenize(prompt)
+    logits, cache = prefill(model, ids)                # job 1: read the whole prompt at once
+    repeat:
+        token = sample(logits)                         # choose the next token
+        emit(token)                                    # the learner sees it now
+        if token is a stop token or max_new_tokens reached: stop
+        logits, cache = decode_step(model, token, cache)   # job 2: one token against the cache
 
-``generate`` runs that loop and returns a ``Trace``; ``stream`` yields each token as it is made.
-``use_cache=False`` recomputes the whole sequence every step instead (notebook 05 compares them).
-Shapes: ``ids`` ``[batch, T]``; ``logits`` ``[batch, vocab]`` (the last position).
+``generate`` runs that loop (``_loop`` below is exactly it) and returns a ``Trace``; ``stream`` yields
+each token as it is made. Settings travel as one ``GenerationConfig`` (Hugging Face's names); recording
+is a ``Recorder`` handed each forward pass. ``use_cache=False`` recomputes the whole sequence every step
+instead of decoding against the cache (notebook 05 compares them).
+
+Shapes: ``ids`` ``[batch, tokens]``; ``logits`` ``[batch, vocab]`` (the last position).
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+import numbers
+from collections.abc import Iterator
 
 import torch
 
 from . import _hf
 from .cache import KVCache
 from .errors import bad_value, check_number
-from .hooks import capture
+from .generation import GenerationConfig, TextAssembler, TokenEvent, next_text
 from .models import Model
+from .recorder import DEFAULT_MAX_ATTENTION_BYTES, Recorder
 from .sampling import GREEDY, SamplingConfig, sample, sample_with_steps
 from .timing import clock
-from .trace import StepRecord, Trace, parse_record
+from .trace import StepRecord, Trace
 
-DEFAULT_MAX_ATTENTION_BYTES = 512 * 2**20
+__all__ = ["DEFAULT_MAX_ATTENTION_BYTES", "GenerationConfig", "Stream", "TokenEvent", "as_ids", "decode_step",
+           "forward_full", "generate", "prefill", "reference_generate", "stream"]
 
 
 def as_ids(model: Model, ids) -> torch.Tensor:
-    """Token ids (a list, ``[T]`` or ``[batch, T]`` tensor) as a ``[batch, T]`` long tensor on the model's device."""
-    t = torch.as_tensor(ids, dtype=torch.long)
+    """Token ids (a list, ``[tokens]`` or ``[batch, tokens]``) as a ``[batch, tokens]`` long tensor.
+
+    The tensor is on the model's device. Refuses what is not a rectangle of integers in ``[0, vocab)``
+    at most the context length long.
+    """
+    fix = "pass integer token ids, e.g. model.encode(text)"
+    if isinstance(ids, torch.Tensor):
+        t = ids
+    else:
+        try:
+            t = torch.as_tensor(ids)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise bad_value("ids", _short(ids), "a [tokens] or [batch, tokens] rectangle of integer token ids "
+                            f"(every row the same length; {exc})", fix) from None
+    if t.numel() == 0:
+        raise bad_value("ids", _short(ids), "a non-empty [tokens] or [batch, tokens] sequence of token ids",
+                        "tokenize a non-empty prompt first")
+    if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
+        raise TypeError(f"ids must be integer token ids, got {t.dtype} values {_short(ids)}. Fix: {fix}.")
     if t.dim() == 1:
         t = t.unsqueeze(0)
-    if t.dim() != 2 or t.shape[1] == 0:
-        raise bad_value("ids", tuple(t.shape), "a non-empty [T] or [batch, T] sequence of token ids",
+    if t.dim() != 2 or t.shape[1] == 0 or t.shape[0] == 0:
+        raise bad_value("ids", tuple(t.shape), "a non-empty [tokens] or [batch, tokens] sequence of token ids",
                         "tokenize a non-empty prompt first")
-    return t.to(model.device)
+    vocab, n_ctx = model.info.vocab_size, model.info.n_ctx
+    if int(t.min()) < 0 or int(t.max()) >= vocab:
+        bad = int(t.max()) if int(t.max()) >= vocab else int(t.min())
+        raise bad_value("ids", f"[... {bad} ...]", f"token ids in [0, {vocab})", "use ids from model.encode(text)")
+    if t.shape[1] > n_ctx:
+        raise bad_value("ids", f"{t.shape[1]} tokens", f"at most the context length, {n_ctx} tokens",
+                        "shorten the prompt")
+    return t.to(dtype=torch.long, device=model.device)
+
+
+def _short(x) -> str:
+    return f"{x!r:.60}"
 
 
 @torch.inference_mode()
 def prefill(model: Model, ids, *, static_tokens: int | None = None) -> tuple[torch.Tensor, KVCache]:
-    """Run the whole prompt ``[batch, T]`` in one forward pass.
+    """Run the whole prompt ``[batch, tokens]`` in one forward pass.
 
-    Returns the last position's logits ``[batch, vocab]`` and a new ``KVCache`` holding T positions.
+    Returns the last position's logits ``[batch, vocab]`` and a new ``KVCache`` holding ``tokens`` positions.
     ``static_tokens`` pre-allocates a cache of that many positions (no growth while decoding).
     """
     ids = as_ids(model, ids)
     if static_tokens is not None:
+        check_number("static_tokens", static_tokens, low=ids.shape[1], high=model.info.n_ctx, integer=True,
+                     fix="size the cache for the prompt plus the new tokens, within the context length")
         hf_cache = _hf.new_static_cache(model.hf, static_tokens, batch=ids.shape[0])
         positions = torch.arange(ids.shape[1], device=ids.device)
         logits, hf_cache = _hf.forward(model.hf, ids, hf_cache, cache_position=positions, last_only=True)
-        return logits[:, -1, :], KVCache(hf_cache, static=True)
+        return logits[:, -1, :], KVCache(hf_cache, model, static=True)
     logits, hf_cache = _hf.forward(model.hf, ids, _hf.new_cache(model.hf), last_only=True)
-    return logits[:, -1, :], KVCache(hf_cache)
+    return logits[:, -1, :], KVCache(hf_cache, model)
 
 
 @torch.inference_mode()
@@ -66,7 +101,22 @@ def decode_step(model: Model, token, cache: KVCache) -> tuple[torch.Tensor, KVCa
 
     The cache grows by one position (in place); returns logits ``[batch, vocab]`` and the same cache.
     """
-    t = torch.as_tensor(token, dtype=torch.long, device=model.device).reshape(-1, 1)
+    if not isinstance(cache, KVCache):
+        raise TypeError(f"cache must be the KVCache that prefill returned, got {type(cache).__name__}. "
+                        "Fix: logits, cache = il.prefill(model, ids) first, then pass that cache.")
+    cache.check_owner(model)
+    if isinstance(token, torch.Tensor):
+        token = token.reshape(-1)
+    elif isinstance(token, numbers.Integral) and not isinstance(token, bool):
+        token = [int(token)]
+    t = as_ids(model, token).reshape(-1, 1)
+    if t.shape[0] != cache.batch:
+        raise bad_value("token", f"{t.shape[0]} token(s)", f"one token per sequence in the cache ({cache.batch})",
+                        "pass the tokens chosen for every sequence of the batch, shaped [batch]")
+    if cache.tokens + 1 > cache.capacity:
+        raise bad_value("cache", f"{cache.tokens} tokens held", f"room for one more (capacity {cache.capacity})",
+                        "the context is full: start a new prefill with a shorter prompt, or a larger "
+                        "static_tokens" if cache.static else "the context is full: start again with a shorter prompt")
     if cache.static:
         pos = torch.tensor([cache.tokens], device=model.device)
         logits, _ = _hf.forward(model.hf, t, cache.hf, cache_position=pos)
@@ -77,7 +127,7 @@ def decode_step(model: Model, token, cache: KVCache) -> tuple[torch.Tensor, KVCa
 
 @torch.inference_mode()
 def forward_full(model: Model, ids, *, last_only: bool = False) -> torch.Tensor:
-    """No cache: run the whole sequence ``[batch, T]``; returns logits for every position ``[batch, T, vocab]``.
+    """No cache: run the whole sequence ``[batch, tokens]``; returns logits ``[batch, tokens, vocab]``.
 
     ``last_only`` applies the LM head to the last position only (``[batch, 1, vocab]``): all a
     cache-less decode step needs, and the same work ``prefill`` does.
@@ -86,217 +136,139 @@ def forward_full(model: Model, ids, *, last_only: bool = False) -> torch.Tensor:
     return logits
 
 
-@dataclass(frozen=True)
-class TokenEvent:
-    """One streamed token: its id, the text it completes (may be "" mid-character), and when it arrived."""
-
-    index: int
-    token_id: int
-    text: str
-    t: float  # seconds since the request
-    step_seconds: float
-
-    def __repr__(self) -> str:
-        return f"TokenEvent(#{self.index} id={self.token_id} {self.text!r} at {self.t * 1e3:.1f} ms)"
+# ----------------------------------------------------------------------------- the loop
+@torch.inference_mode()
+def _choose(logits: torch.Tensor, config: SamplingConfig, generator, show_work: bool):
+    """Sample one token from ``logits`` ``[vocab]``; with ``show_work`` also each filter's effect."""
+    if show_work:
+        step = sample_with_steps(logits, config, generator)
+        return step.token_id, step
+    return int(sample(logits, config, generator)), None
 
 
-def _check_prompt(model: Model, prompt, max_new_tokens) -> list[int]:
-    if not isinstance(prompt, str):
-        raise TypeError(f"prompt must be a str, got {type(prompt).__name__} {prompt!r:.60}. "
-                        "Fix: pass text; to start from token ids use prefill(model, ids).")
-    if not prompt:
-        raise bad_value("prompt", prompt, "a non-empty string", "type at least one character")
-    check_number("max_new_tokens", max_new_tokens, low=1, integer=True,
-                 fix="ask for at least one new token")
-    ids = model.encode(prompt)
-    limit = model.info.n_ctx
-    if len(ids) + max_new_tokens > limit:
-        raise ValueError(
-            f"prompt ({len(ids)} tokens) + max_new_tokens ({max_new_tokens}) = {len(ids) + max_new_tokens} "
-            f"exceeds the model's context length of {limit} tokens. Fix: shorten the prompt or use "
-            f"max_new_tokens <= {max(limit - len(ids), 0)}.")
-    return ids
+def _first_pass(model: Model, ids: list[int], config: GenerationConfig):
+    """Prefill (or, without the cache, the same full forward)."""
+    if config.use_cache:
+        static = len(ids) + config.max_new_tokens if config.cache_implementation == "static" else None
+        return prefill(model, [ids], static_tokens=static)
+    return forward_full(model, [ids], last_only=True)[:, -1, :], None
 
 
-def _sampling_from(sampling, temperature, top_k, top_p, seed) -> SamplingConfig:
-    if sampling is not None:
-        if not isinstance(sampling, SamplingConfig):
-            raise TypeError(f"sampling must be a SamplingConfig or None, got {type(sampling).__name__}")
-        return sampling
-    if temperature is None and top_k is None and top_p is None:
-        return GREEDY if seed is None else SamplingConfig(temperature=1.0, seed=seed)
-    return SamplingConfig(temperature=1.0 if temperature is None else temperature,
-                          top_k=0 if top_k is None else top_k,
-                          top_p=1.0 if top_p is None else top_p, seed=seed)
+def _next_pass(model: Model, sequence: list[int], cache: KVCache | None, use_cache: bool):
+    """Decode one token against the cache (or, without it, recompute the whole sequence)."""
+    if use_cache:
+        return decode_step(model, sequence[-1], cache)
+    return forward_full(model, [sequence], last_only=True)[:, -1, :], None
 
 
-def _estimate_attention_bytes(model: Model, prompt_len: int, new_tokens: int) -> int:
-    per_cell = model.info.n_layer * model.info.n_head * 4
-    rows = prompt_len * prompt_len + sum(prompt_len + i for i in range(1, new_tokens))
-    return per_cell * rows
-
-
-def _run(model: Model, prompt: str, max_new_tokens: int, config: SamplingConfig, stop: Sequence[str],
-         stop_at_eos: bool, use_cache: bool, record, max_attention_bytes: int,
-         stop_token_ids: Sequence[int] = ()) -> Iterator[TokenEvent]:
-    """The loop itself, as a generator of ``TokenEvent``; its return value is the ``Trace``."""
+def _loop(model: Model, ids: list[int], config: GenerationConfig, recorder: Recorder, trace: Trace,
+          t_req: float) -> Iterator[TokenEvent]:
+    """The generation loop as a generator of ``TokenEvent``; fills ``trace`` as it goes."""
     device = model.device
-    t_req = clock(device)
-    ids = _check_prompt(model, prompt, max_new_tokens)
-    kinds = parse_record(record)
-    if isinstance(stop, str):
-        stop = (stop,)
-    if "attention" in kinds:
-        need = _estimate_attention_bytes(model, len(ids), max_new_tokens)
-        if need > max_attention_bytes:
-            raise ValueError(
-                f"recording attention for {len(ids)} prompt tokens + {max_new_tokens} new ones needs about "
-                f"{need / 2**20:.0f} MiB (layers x heads x T^2 x 4 bytes); the limit is "
-                f"max_attention_bytes={max_attention_bytes / 2**20:.0f} MiB. Fix: shorten the prompt, "
-                "drop 'attention' from record, or raise max_attention_bytes.")
-    generator = config.generator(device if device.type == "cuda" else "cpu")
-    t_tok = clock(device)
-    trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[model.decode([i]) for i in ids],
-                  tokenize_seconds=t_tok - t_req, recorded=kinds,
-                  settings={"max_new_tokens": max_new_tokens, "temperature": config.temperature,
-                            "top_k": config.top_k, "top_p": config.top_p, "seed": config.seed,
-                            "stop": list(stop), "stop_at_eos": stop_at_eos, "use_cache": use_cache,
-                            "stop_token_ids": list(stop_token_ids)},
-                  model={"name": model.info.name, "source": model.info.source,
-                         "n_layer": model.info.n_layer, "n_head": model.info.n_head,
-                         "d_model": model.info.d_model, "dtype": str(model.info.dtype), "device": str(device)})
-    hook_kinds = {k for k in kinds if k in ("embeddings", "attention", "residual")}
-    if "residual" in hook_kinds:
-        hook_kinds.add("embeddings")  # the residual stream starts at embed.sum
+    generator = config.sampling.generator(device if device.type == "cuda" else "cpu")
+    text = TextAssembler(model.tokenizer, config.stop_strings)
     sequence = list(ids)
-    cache = None
-    emitted = ""
-    with contextlib.ExitStack() as stack:
-        store = stack.enter_context(capture(model.hf, hook_kinds)) if hook_kinds else {}
-        stack.enter_context(torch.inference_mode())
-        for index in range(max_new_tokens):
-            t_start = clock(device) - t_req
-            if index == 0 and use_cache:
-                step_input, position = list(ids), 0
-                logits, cache = prefill(model, [ids])
-            elif use_cache:
-                step_input, position = [sequence[-1]], len(sequence) - 1
-                logits, cache = decode_step(model, sequence[-1], cache)
-            else:
-                step_input, position = list(sequence), 0
-                logits = forward_full(model, [sequence], last_only=True)[:, -1, :]
-            row = logits[0]
-            if "sampling" in kinds:
-                step_info = sample_with_steps(row, config, generator)
-                token = step_info.token_id
-            else:
-                step_info = None
-                token = int(sample(row, config, generator))
-            t_end = clock(device) - t_req
-            record_step = StepRecord(index=index, kind="prefill" if index == 0 else "decode",
-                                     input_ids=step_input, position=position, token_id=token,
-                                     t_start=t_start, t_end=t_end, sampling=step_info)
-            if "attention" in kinds:
-                record_step.attention = [store[f"blocks.{i}.attn.pattern"].float().cpu()
-                                         for i in range(model.info.n_layer)]
-            if "residual" in kinds:
-                record_step.residual = torch.stack(
-                    [store["embed.sum"]] + [store[f"blocks.{i}.resid_post"] for i in range(model.info.n_layer)]
-                ).float().cpu()
-            if "embeddings" in kinds and index == 0:
-                trace.embeddings = {k: store[f"embed.{k}"].float().cpu() for k in ("tok", "pos", "sum")}
-            if "cache" in kinds and cache is not None:
-                record_step.cache = cache.snapshot()
-            trace.steps.append(record_step)
-            trace.token_times.append(t_end)
-            sequence.append(token)
-            trace.generated_ids.append(token)
-            trace.generated_pieces.append(model.decode([token]))
-            # Stream only complete characters: byte-level BPE may split one character over tokens.
-            text = model.tokenizer.decode(trace.generated_ids, skip_special_tokens=True)
-            piece = "" if text.endswith("\ufffd") else text[len(emitted):]
-            emitted += piece
-            yield TokenEvent(index, token, piece, t_end, t_end - t_start)
-            if (stop_at_eos and token == model.eos_id) or token in stop_token_ids:
-                trace.stop_reason = "stop token"
-                break
-            hit = [s for s in stop if s and s in text]
-            if hit:
-                trace.stop_reason = f"stop string {hit[0]!r}"
-                text = text[: text.index(hit[0])]
-                break
-        else:
-            trace.stop_reason = "max_new_tokens"
-    trace.text = text
-    return trace
+
+    t_start = clock(device) - t_req
+    logits, cache = recorder.forward(_first_pass, model, ids, config)                        # prefill, once
+    for index in range(config.max_new_tokens):
+        token, work = _choose(logits[0], config.sampling, generator, recorder.wants("sampling"))  # sample
+        t_end = clock(device) - t_req
+        sequence.append(token)
+        piece, stop = next_text(model, config, text, token, index)
+        recorder.step(trace, StepRecord(
+            index=index, kind="prefill" if index == 0 else "decode",
+            input_ids=(list(ids) if index == 0 else [sequence[-2]]) if config.use_cache else sequence[:-1],
+            position=(0 if index == 0 else len(sequence) - 2) if config.use_cache else 0,
+            token_id=token, t_start=t_start, t_end=t_end, sampling=work), cache)
+        trace.add_token(token, model.decode([token]), t_end)
+        yield TokenEvent(index, token, piece, t_end, t_end - t_start)                           # emit
+        if stop is not None:                                                                   # stop?
+            trace.stop_reason, trace.text = stop, text.text
+            return
+        t_start = clock(device) - t_req
+        logits, cache = recorder.forward(_next_pass, model, sequence, cache, config.use_cache)  # decode
 
 
 class Stream:
-    """Iterate to get ``TokenEvent``s as they are made; ``.trace`` holds the full ``Trace`` afterwards."""
+    """Iterate to get ``TokenEvent``s as they are made; ``.trace`` holds the full ``Trace`` afterwards.
 
-    def __init__(self, gen: Iterator[TokenEvent]) -> None:
+    The model runs during the first iteration. Iterating again replays the same events from memory
+    (the model does not run again) and leaves ``.trace`` as it was.
+    """
+
+    def __init__(self, gen: Iterator[TokenEvent], trace: Trace) -> None:
         self._gen = gen
+        self._trace = trace
+        self.events: list[TokenEvent] = []
         self.trace: Trace | None = None
 
     def __iter__(self) -> Iterator[TokenEvent]:
-        self.trace = yield from self._gen
-        return self.trace
+        if self._gen is None:
+            yield from list(self.events)
+            return
+        gen, self._gen = self._gen, None
+        for event in gen:
+            self.events.append(event)
+            yield event
+        self.trace = self._trace
+        return
+
+    def __repr__(self) -> str:
+        state = "finished" if self.trace is not None else "not started" if not self.events else "running"
+        return f"Stream({len(self.events)} events, {state})"
 
 
-def stream(model: Model, prompt: str, max_new_tokens: int = 40, sampling: SamplingConfig | None = None, *,
-           temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
-           seed: int | None = None, stop: Sequence[str] = (), stop_at_eos: bool = True,
-           stop_token_ids: Sequence[int] = (), use_cache: bool = True, record=None,
-           max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES) -> Stream:
+def stream(model: Model, prompt: str, max_new_tokens: int | None = None, sampling: SamplingConfig | None = None,
+           *, config: GenerationConfig | None = None, record=None,
+           max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES, **settings) -> Stream:
     """Like ``generate`` but yields each ``TokenEvent`` as soon as its id is on the host.
 
-    Settings are checked before the first token (bad input raises at once, not mid-stream).
+    Every setting is checked here, before the first token and before any forward pass.
 
     >>> s = stream(m, "To be, or not")                       # doctest: +SKIP
     >>> for ev in s: print(ev.text, end="", flush=True)      # doctest: +SKIP
     >>> s.trace.latency                                      # doctest: +SKIP
     """
-    config = _sampling_from(sampling, temperature, top_k, top_p, seed)
-    _check_prompt(model, prompt, max_new_tokens)
-    parse_record(record)
-    stop_token_ids = tuple(int(t) for t in stop_token_ids)
-    bad = [t for t in stop_token_ids if not 0 <= t < model.info.vocab_size]
-    if bad:
-        raise bad_value("stop_token_ids", bad, f"token ids in [0, {model.info.vocab_size})",
-                        "use model.encode(text) to find a token's id")
-    return Stream(_run(model, prompt, max_new_tokens, config, stop, stop_at_eos, use_cache, record,
-                       max_attention_bytes, stop_token_ids))
+    t_req = clock(model.device)
+    config = GenerationConfig.from_arguments(config, max_new_tokens, sampling, **settings)
+    ids = config.check(model, prompt)
+    recorder = Recorder(model, record, prompt_tokens=len(ids), new_tokens=config.max_new_tokens,
+                        use_cache=config.use_cache, max_attention_bytes=max_attention_bytes)
+    t_tok = clock(model.device)
+    trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[model.decode([i]) for i in ids],
+                  tokenize_seconds=t_tok - t_req, recorded=recorder.kinds, settings=config.to_dict(),
+                  model=model.info.summary())
+    return Stream(_loop(model, ids, config, recorder, trace, t_req), trace)
 
 
-def generate(model: Model, prompt: str, max_new_tokens: int = 40, sampling: SamplingConfig | None = None, *,
-             temperature: float | None = None, top_k: int | None = None, top_p: float | None = None,
-             seed: int | None = None, stop: Sequence[str] = (), stop_at_eos: bool = True,
-             stop_token_ids: Sequence[int] = (), use_cache: bool = True, record=None,
-             max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES) -> Trace:
-    """Prefill, then sample and decode until the stop token, a stop string or ``max_new_tokens``.
+def generate(model: Model, prompt: str, max_new_tokens: int | None = None, sampling: SamplingConfig | None = None,
+             *, config: GenerationConfig | None = None, record=None,
+             max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES, **settings) -> Trace:
+    """Prefill, then sample and decode until a stop token, a stop string or ``max_new_tokens``.
 
     Args:
         model: from ``inferlab.load()``.
         prompt: the text to continue (any Unicode; must not be empty).
-        max_new_tokens: at most this many new tokens (>= 1; prompt + this <= the context length).
-        sampling: a ``SamplingConfig``; or give ``temperature``/``top_k``/``top_p``/``seed`` directly.
-            With none of them the choice is greedy.
-        stop: strings that end the generation (``Trace.text`` is cut before the stop string).
-        stop_at_eos: stop at ``<|endoftext|>``.
-        stop_token_ids: more ids that end the generation like the stop token (chat models have several).
-        use_cache: False recomputes the whole sequence each step (no KV cache).
-        record: ``None``, ``"all"``, or names from ``("embeddings", "attention", "residual",
-            "cache", "sampling")``. Attention switches to the eager kernel for this run (slower).
-        max_attention_bytes: refuse to record attention above this estimate.
+        max_new_tokens: at most this many new tokens (default 40; prompt + this <= the context length).
+        sampling: a ``SamplingConfig``; or give ``temperature``/``top_k``/``top_p``/``seed`` as keywords
+            (not both). With none of them the choice is greedy.
+        config: a ``GenerationConfig`` holding all the settings (keywords override its fields).
+        record: ``None``, ``"all"``, or names from ``("embeddings", "attention", "residual", "cache",
+            "sampling")``. Attention switches to the eager kernel for each recorded forward (slower).
+        max_attention_bytes: refuse to record attention above this estimate (bytes).
+        **settings: any ``GenerationConfig`` field: ``temperature``, ``top_k``, ``top_p``, ``seed``,
+            ``stop_strings`` (text that ends the answer; ``Trace.text`` is cut before it), ``stop_at_eos``,
+            ``stop_token_ids`` (more ids that end it, as chat models have), ``use_cache``,
+            ``cache_implementation`` (``"dynamic"``, or ``"static"``: allocated once for prompt + answer).
 
     Returns:
         A ``Trace``: ``.text``, ``.generated_ids``, ``.latency`` (TTFT/TPOT), ``.steps`` ...
 
-    >>> generate(m, "ROMEO.", max_new_tokens=8).text            # doctest: +SKIP
+    >>> generate(m, "ROMEO.", max_new_tokens=8, temperature=0.8, seed=1).text   # doctest: +SKIP
     """
-    s = stream(model, prompt, max_new_tokens, sampling, temperature=temperature, top_k=top_k,
-               top_p=top_p, seed=seed, stop=stop, stop_at_eos=stop_at_eos, stop_token_ids=stop_token_ids,
-               use_cache=use_cache, record=record, max_attention_bytes=max_attention_bytes)
+    s = stream(model, prompt, max_new_tokens, sampling, config=config, record=record,
+               max_attention_bytes=max_attention_bytes, **settings)
     for _ in s:
         pass
     return s.trace
@@ -311,11 +283,12 @@ def reference_generate(model: Model, prompt: str, max_new_tokens: int = 40,
     ``torch.manual_seed`` would) and ``generate`` uses a fresh ``torch.Generator`` with that seed.
     Returns the new token ids (the stop token included when it was produced).
     """
-    config = sampling or GREEDY
-    ids = torch.tensor([_check_prompt(model, prompt, max_new_tokens)], device=model.device)
-    if not config.greedy and config.seed is not None:
-        torch.manual_seed(config.seed)
-    out = _hf.hf_generate(model.hf, ids, max_new_tokens=max_new_tokens, do_sample=not config.greedy,
-                          temperature=config.temperature, top_k=config.top_k, top_p=config.top_p,
+    config = GenerationConfig.from_arguments(None, max_new_tokens, sampling or GREEDY, stop_at_eos=stop_at_eos)
+    ids = torch.tensor([config.check(model, prompt)], device=model.device)
+    s = config.sampling
+    if not s.greedy and s.seed is not None:
+        torch.manual_seed(s.seed)
+    out = _hf.hf_generate(model.hf, ids, max_new_tokens=config.max_new_tokens, do_sample=not s.greedy,
+                          temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                           eos_token_id=model.eos_id if stop_at_eos else None)
     return [int(t) for t in out[0]]

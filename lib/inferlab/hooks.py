@@ -1,27 +1,72 @@
-"""Named capture points, registered for one run and always removed (also when the run raises).
+"""Named capture points, registered for one forward pass and always removed (also when it raises).
 
-Capture names (batch 0 is kept; shapes below drop the batch axis):
+Capture names (one sequence is recorded, so shapes have no batch axis):
 
-- ``embed.tok``            token embeddings ``wte[ids]``            ``[T, d_model]``
-- ``embed.pos``            position embeddings ``wpe[positions]``   ``[T, d_model]``
-- ``embed.sum``            the first residual-stream vectors         ``[T, d_model]``
-- ``blocks.{i}.attn.pattern``  attention probabilities             ``[heads, query_pos, key_pos]``
-- ``blocks.{i}.resid_post``    residual stream after block ``i``      ``[T, d_model]``
+- ``embed.tok``                 token embeddings ``wte[ids]``            ``[tokens, d_model]``
+- ``embed.pos``                 position embeddings ``wpe[positions]``   ``[tokens, d_model]``
+- ``embed.sum``                 the first residual-stream vectors         ``[tokens, d_model]``
+- ``blocks.{i}.attn.pattern``   attention probabilities                  ``[heads, query_pos, key_pos]``
+- ``blocks.{i}.resid_post``     residual stream after block ``i``         ``[tokens, d_model]``
 
-Attention probabilities need the eager attention kernel (SDPA never materializes them), so
-``capture(..., kinds={"attention"})`` switches the model to eager for the duration and back after.
+Build names with ``attn_pattern(i)`` and ``resid_post(i)``; read them back with ``Captures.attention()``
+and ``Captures.residual()``.
+
+Attention probabilities need the eager attention kernel (SDPA never materializes them), so a capture
+of ``"attention"`` switches the model to eager for its duration and back after.
+
+Runs that overlap stay apart: a capture serves the thread that opened it (a forward run by another
+thread meanwhile is not recorded), and captures of one model are serialized by a per-model lock, so
+two threads recording at once take turns instead of swapping data. Hold a capture around one forward
+pass at a time (as the engine does), not across a ``yield``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
+import weakref
 from collections.abc import Iterable, Iterator
 
 import torch
 
 from . import _hf
+from .errors import bad_value
 
-KINDS = ("embeddings", "attention", "residual")
+CAPTURE_KINDS = ("embeddings", "attention", "residual")
+EMBED_TOK, EMBED_POS, EMBED_SUM = "embed.tok", "embed.pos", "embed.sum"
+
+_LOCKS: weakref.WeakKeyDictionary[torch.nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def attn_pattern(layer: int) -> str:
+    """Capture name of block ``layer``'s attention probabilities."""
+    return f"blocks.{layer}.attn.pattern"
+
+
+def resid_post(layer: int) -> str:
+    """Capture name of the residual stream after block ``layer``."""
+    return f"blocks.{layer}.resid_post"
+
+
+class Captures(dict):
+    """What one capture recorded: capture name -> tensor (see the module docstring for the names)."""
+
+    def __init__(self, n_layer: int) -> None:
+        super().__init__()
+        self.n_layer = n_layer
+
+    def attention(self) -> list[torch.Tensor]:
+        """Per layer ``[heads, query_pos, key_pos]``."""
+        return [self[attn_pattern(i)] for i in range(self.n_layer)]
+
+    def residual(self) -> torch.Tensor:
+        """``[layers + 1, tokens, d_model]``: the embeddings, then the stream after each block."""
+        return torch.stack([self[EMBED_SUM]] + [self[resid_post(i)] for i in range(self.n_layer)])
+
+    def embeddings(self) -> dict[str, torch.Tensor]:
+        """``{"tok", "pos", "sum"}``, each ``[tokens, d_model]``."""
+        return {"tok": self[EMBED_TOK], "pos": self[EMBED_POS], "sum": self[EMBED_SUM]}
 
 
 def active_hook_count(model: torch.nn.Module) -> int:
@@ -29,54 +74,86 @@ def active_hook_count(model: torch.nn.Module) -> int:
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
 
 
-@contextlib.contextmanager
-def capture(model: torch.nn.Module, kinds: Iterable[str]) -> Iterator[dict[str, torch.Tensor]]:
-    """Register the hooks for ``kinds`` and yield the dict they write into (name -> tensor).
+def model_lock(model: torch.nn.Module) -> threading.RLock:
+    """The lock that serializes captures on ``model`` (re-entrant: a thread may nest captures)."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(model)
+        if lock is None:
+            lock = _LOCKS[model] = threading.RLock()
+        return lock
 
-    Each forward overwrites the entries; copy out what you need between forwards.
+
+def check_kinds(kinds: Iterable[str]) -> set[str]:
+    """``kinds`` as a set, or a ``ValueError`` naming the unknown ones."""
+    if isinstance(kinds, str):
+        kinds = {kinds}
+    kinds = set(kinds)
+    unknown = kinds - set(CAPTURE_KINDS)
+    if unknown:
+        raise bad_value("kinds", sorted(unknown), f"names from {list(CAPTURE_KINDS)}", "drop the unknown names")
+    return kinds
+
+
+@contextlib.contextmanager
+def capture(model: torch.nn.Module, kinds: Iterable[str]) -> Iterator[Captures]:
+    """Register the hooks for ``kinds`` and yield the ``Captures`` they write into.
+
+    Each forward overwrites the entries; copy out what you need between forwards. One sequence at a
+    time: a forward with ``batch > 1`` raises a ``ValueError`` (record one prompt per run).
 
     >>> with capture(m.hf, {"attention"}) as cap:          # doctest: +SKIP
     ...     m.hf(ids)
-    ...     cap["blocks.0.attn.pattern"].shape               # [heads, T, T]
+    ...     cap.attention()[0].shape                         # [heads, query_pos, key_pos]
     """
-    kinds = set(kinds)
-    unknown = kinds - set(KINDS)
-    if unknown:
-        raise ValueError(f"kinds={sorted(unknown)} are not capture kinds; allowed: {list(KINDS)}. "
-                         "Fix: drop the unknown names.")
-    store: dict[str, torch.Tensor] = {}
+    kinds = check_kinds(kinds)
+    points = _hf.capture_points(model)
+    store = Captures(len(points.blocks))
+    owner = threading.get_ident()
     handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    def mine(tensor: torch.Tensor, name: str) -> bool:
+        if threading.get_ident() != owner:  # another thread's forward on the same model: not ours
+            return False
+        if tensor.shape[0] != 1:
+            raise bad_value("batch", int(tensor.shape[0]), f"1 while recording {name}",
+                            "record one prompt per run (drop record=..., or loop over the prompts)")
+        return True
 
     def keep(name: str):
         def hook(_module, _inputs, output):
             tensor = output[0] if isinstance(output, tuple) else output
-            store[name] = tensor[0].detach()
+            if mine(tensor, name):
+                store[name] = tensor[0].detach()
         return hook
 
-    with contextlib.ExitStack() as stack:
+    with model_lock(model), contextlib.ExitStack() as stack:
         try:
             if "embeddings" in kinds:
-                handles.append(_hf.token_embedding(model).register_forward_hook(keep("embed.tok")))
-                handles.append(_hf.position_embedding(model).register_forward_hook(keep("embed.pos")))
+                handles.append(points.token_embedding.register_forward_hook(keep(EMBED_TOK)))
+                handles.append(points.position_embedding.register_forward_hook(keep(EMBED_POS)))
 
                 def first_block_input(_module, args, kwargs):
-                    hidden = args[0] if args else kwargs["hidden_states"]
-                    store["embed.sum"] = hidden[0].detach()
-                handles.append(_hf.blocks(model)[0].register_forward_pre_hook(first_block_input,
-                                                                               with_kwargs=True))
+                    hidden = _hf.block_input(args, kwargs)
+                    if mine(hidden, EMBED_SUM):
+                        store[EMBED_SUM] = hidden[0].detach()
+                handles.append(points.blocks[0].register_forward_pre_hook(first_block_input, with_kwargs=True))
             if "attention" in kinds:
                 stack.enter_context(_hf.attention_implementation(model, "eager"))
-                for i, block in enumerate(_hf.blocks(model)):
-                    def attn_hook(_module, _inputs, output, name=f"blocks.{i}.attn.pattern"):
-                        weights = output[1]
+
+                def keep_probs(name: str):
+                    def hook(_module, _inputs, output):
+                        weights = _hf.attention_probs(output)
                         if weights is None:
                             raise RuntimeError("attention weights were not returned; the eager kernel is "
                                                "required to record them")
-                        store[name] = weights[0].detach()
-                    handles.append(block.attn.register_forward_hook(attn_hook))
+                        if mine(weights, name):
+                            store[name] = weights[0].detach()
+                    return hook
+                for i, attn in enumerate(points.attentions):
+                    handles.append(attn.register_forward_hook(keep_probs(attn_pattern(i))))
             if "residual" in kinds:
-                for i, block in enumerate(_hf.blocks(model)):
-                    handles.append(block.register_forward_hook(keep(f"blocks.{i}.resid_post")))
+                for i, block in enumerate(points.blocks):
+                    handles.append(block.register_forward_hook(keep(resid_post(i))))
             yield store
         finally:
             for h in handles:

@@ -7,21 +7,25 @@ bundled model, saying which it chose and how to change it.
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import torch
 
 from . import _hf
+from .cost import GPT2_SHAPES
 from .errors import bad_value
+from .paths import BUNDLED_DIR
 
-BUNDLED_DIR = Path(__file__).resolve().parents[2] / "data" / "models" / "tiny-gpt2-shakespeare"
 BUNDLED_NAMES = ("bundled", "tiny", "tiny-gpt2-shakespeare")
 ENV_MODEL = "INFERLAB_MODEL"
 HUB_PROBE_SECONDS = 3.0
+ATTENTION_KERNELS = ("eager", "sdpa")
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
            "fp16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
@@ -52,6 +56,11 @@ class ModelInfo:
         """Bytes of one weight (and one KV-cache element) in this dtype."""
         return torch.empty((), dtype=self.dtype).element_size()
 
+    def summary(self) -> dict:
+        """The facts a trace keeps about its model (plain data)."""
+        return {"name": self.name, "source": self.source, "n_layer": self.n_layer, "n_head": self.n_head,
+                "d_model": self.d_model, "dtype": str(self.dtype), "device": self.device}
+
     def __repr__(self) -> str:
         return (f"ModelInfo({self.name!r} from {self.source}: {self.n_layer} layers x {self.n_head} heads, "
                 f"d_model={self.d_model}, head_dim={self.head_dim}, n_ctx={self.n_ctx}, "
@@ -80,14 +89,43 @@ class Model:
 
     def encode(self, text: str) -> list[int]:
         """Text -> token ids (no special tokens added)."""
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__} {text!r:.60}. Fix: pass text.")
+        check_text("text", text)
         return list(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def decode(self, ids) -> str:
         """Token ids -> text."""
         return self.tokenizer.decode(list(ids))
 
+    def attention_kernel(self, name: str):
+        """A context manager: run attention with kernel ``name`` ("eager" or "sdpa") inside the block.
+
+        ``"eager"`` materializes the probabilities ``[batch, heads, query_pos, key_pos]``; ``"sdpa"`` is
+        PyTorch's fused kernel (what the model uses by default). The previous kernel comes back after.
+        """
+        if name not in ATTENTION_KERNELS:
+            raise bad_value("name", name, f"one of {list(ATTENTION_KERNELS)}", "use 'eager' or 'sdpa'")
+        return _hf.attention_implementation(self.hf, name)
+
     def __repr__(self) -> str:
         return f"Model({self.info!r})"
+
+
+def hub_cached(name: str) -> bool:
+    """True when the Hugging Face checkpoint ``name`` (e.g. ``"gpt2"``) is complete in the local cache."""
+    return _hf.hub_cached(name)
+
+
+def check_text(name: str, text: str) -> None:
+    """Refuse text that cannot be written as UTF-8 (a lone surrogate such as ``"\\ud800"``) with a clear error."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise bad_value(name, text[max(exc.start - 10, 0):exc.end + 10],
+                        "text that can be written as UTF-8 (no lone surrogate halves like \\ud800)",
+                        f"remove or replace the character at position {exc.start}, e.g. "
+                        "text.encode('utf-8', 'replace').decode()") from None
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -127,14 +165,22 @@ def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
                     "leave dtype=None for the device's default")
 
 
-def _hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
-    """Can we open a TCP connection to the hub within ``timeout`` seconds? (DNS included, in a thread.)"""
+def hub_address() -> tuple[str, int]:
+    """(host, port) of the Hugging Face Hub, from ``HF_ENDPOINT`` when set (a mirror or a proxy)."""
+    url = urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
+
+
+def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
+    """Can a TCP connection to the hub open within ``timeout`` seconds? (DNS included, in a thread.)
+
+    Without this probe a network that drops packets makes the hub client retry for minutes.
+    """
     result: list[bool] = []
 
     def probe() -> None:
         try:
-            host = os.environ.get("HF_ENDPOINT", "https://huggingface.co").split("//")[-1].split("/")[0]
-            with socket.create_connection((host, 443), timeout=timeout):
+            with socket.create_connection(hub_address(), timeout=timeout):
                 result.append(True)
         except OSError:
             result.append(False)
@@ -156,30 +202,70 @@ def _bundled_tokenizer():
     return _hf.gpt2_tokenizer_from_files(BUNDLED_DIR / "vocab.json", BUNDLED_DIR / "merges.txt")
 
 
+def check_config(config_path: Path, label: str) -> None:
+    """Read a checkpoint's ``config.json`` ourselves, before transformers sees it.
+
+    Refuses what is not plain GPT-2: a config that names custom code (``auto_map``), an unknown or
+    non-GPT-2 ``model_type``. So no code from a model folder ever runs, and transformers never asks.
+    """
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"model={label!r}: config.json could not be read as JSON ({type(exc).__name__}: {exc}). "
+                         "Fix: re-save the model with save_pretrained().") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"model={label!r}: config.json holds {type(config).__name__}, not a JSON object. "
+                         "Fix: re-save the model with save_pretrained().")
+    if "auto_map" in config:
+        raise ValueError(f"model={label!r}: its config.json names Python code to run (auto_map: "
+                         f"{config['auto_map']!r:.80}); inferlab never runs code from a model folder. Fix: use a "
+                         "GPT-2-family checkpoint saved by transformers' own GPT2LMHeadModel.save_pretrained().")
+    if config.get("model_type") != "gpt2":
+        raise ValueError(f"model={label!r} is a {config.get('model_type')!r} model; inferlab's hooks follow GPT-2's "
+                         "modules. Fix: use a GPT-2-family model (gpt2, distilgpt2, gpt2-medium, ...) or the "
+                         "bundled one.")
+
+
+def check_tokenizer(tokenizer, label: str) -> None:
+    """Refuse a tokenizer that loaded empty (transformers builds one from a folder with no tokenizer files)."""
+    if len(tokenizer) < 257 or tokenizer.eos_token_id is None:
+        raise ValueError(f"model={label!r}: its tokenizer has {len(tokenizer)} entries and "
+                         f"eos_token_id={tokenizer.eos_token_id}: not GPT-2's byte-level BPE. Fix: save the "
+                         "tokenizer beside the weights (tokenizer.save_pretrained(folder)).")
+
+
 def _from_folder(path: Path, dtype, device):
+    label = str(path)
     if not path.is_dir():
         raise FileNotFoundError(
-            f"model={str(path)!r}: no such folder. Fix: pass a folder written by save_pretrained(), "
+            f"model={label!r}: no such folder. Fix: pass a folder written by save_pretrained(), "
             "a hub name such as 'gpt2', or 'bundled'.")
     if not (path / "config.json").is_file():
         raise FileNotFoundError(
-            f"model={str(path)!r}: the folder has no config.json, so it is not a saved model. Fix: pass "
+            f"model={label!r}: the folder has no config.json, so it is not a saved model. Fix: pass "
             "the folder that save_pretrained() wrote (config.json + model.safetensors + tokenizer files).")
+    check_config(path / "config.json", label)
     if not list(path.glob("*.safetensors")):
         raise FileNotFoundError(
-            f"model={str(path)!r}: no *.safetensors weights in the folder (inferlab never loads pickle "
+            f"model={label!r}: no *.safetensors weights in the folder (inferlab never loads pickle "
             "files such as pytorch_model.bin). Fix: re-save with save_pretrained(safe_serialization=True).")
+    if not any(all((path / f).is_file() for f in files) for files in _hf.TOKENIZER_FILES):
+        names = " or ".join(" + ".join(files) for files in _hf.TOKENIZER_FILES)
+        raise FileNotFoundError(
+            f"model={label!r}: the folder has no tokenizer files ({names}). Fix: save the tokenizer beside "
+            "the weights: tokenizer.save_pretrained(folder).")
     try:
         hf = _hf.load_folder(path, dtype=dtype, device=device, local_only=True)
     except ValueError:
         raise
     except Exception as exc:  # corrupt weights, wrong shapes, unreadable config ...
-        raise ValueError(f"model={str(path)!r}: could not load the weights ({type(exc).__name__}: {exc}). "
+        raise ValueError(f"model={label!r}: could not load the weights ({type(exc).__name__}: {exc}). "
                          "Fix: re-save the folder with save_pretrained().") from exc
     if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
         tok = _hf.gpt2_tokenizer_from_files(path / "vocab.json", path / "merges.txt")
     else:
         tok = _hf.load_tokenizer(path, local_only=True)
+    check_tokenizer(tok, label)
     return hf, tok
 
 
@@ -208,21 +294,29 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
                         "pass one of those strings")
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
+    if model == "auto" and os.environ.get(ENV_MODEL):
+        chosen = os.environ[ENV_MODEL]
+        try:
+            return _load(chosen, dev, dt, dtype, f"chosen by {ENV_MODEL}={chosen}", verbose)
+        except (ValueError, FileNotFoundError, ConnectionError) as exc:
+            raise type(exc)(f"the environment variable {ENV_MODEL}={chosen!r} chose the model, and: {exc} "
+                            f"(Or unset {ENV_MODEL} to use model='auto'.)") from None
+    return _load(model, dev, dt, dtype, "", verbose)
+
+
+def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, verbose: bool) -> Model:
+    """``load`` once the device, dtype and the ``INFERLAB_MODEL`` choice are settled."""
     notes: list[str] = []
     if dev.type == "cuda" and dtype is None:
         notes.append("float16 chosen by default on CUDA (pass dtype='float32' for full precision)")
     requested = model
-    reason = ""
-    if model == "auto" and os.environ.get(ENV_MODEL):
-        model = os.environ[ENV_MODEL]
-        reason = f"chosen by {ENV_MODEL}={model}"
     if model == "auto":
         if _hf.hub_cached("gpt2"):
             model, reason = "gpt2", "real GPT-2 found in the local Hugging Face cache"
         elif _hf.hub_offline():
             model = "bundled"
             reason = "HF_HUB_OFFLINE is set and GPT-2 is not in the local cache"
-        elif _hub_reachable():
+        elif hub_reachable():
             model, reason = "gpt2", "real GPT-2 downloaded from the Hugging Face Hub"
         else:
             model = "bundled"
@@ -235,10 +329,12 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
         reason = reason or "asked for the bundled model"
     elif model.startswith("random:"):
         family = model.split(":", 1)[1]
-        if family not in _hf.GPT2_FAMILY:
-            raise bad_value("model", requested, f"'random:' + one of {sorted(_hf.GPT2_FAMILY)}",
+        if family not in GPT2_SHAPES:
+            raise bad_value("model", requested, f"'random:' + one of {sorted(GPT2_SHAPES)}",
                             "e.g. model='random:gpt2' for GPT-2 small's shape with random weights")
-        hf = _hf.random_gpt2(family, dtype=dt, device=dev)
+        shape = GPT2_SHAPES[family]
+        hf = _hf.new_gpt2(n_layer=shape.n_layer, n_head=shape.n_head, d_model=shape.d_model, n_ctx=shape.n_ctx,
+                          vocab_size=shape.vocab_size, dtype=dt, device=dev)
         tok = _bundled_tokenizer()
         name, source, path = family, "random-weights", ""
         reason = reason or "random weights with the published shape (for timing; its text is noise)"
@@ -254,15 +350,15 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
         reason = reason or ("found in the local Hugging Face cache" if source == "hub-cache"
                             else "downloaded from the Hugging Face Hub")
 
-    cfg = hf.config
+    shape = _hf.shape_facts(hf)
     n_params, n_bytes = _count(hf)
     info = ModelInfo(
         name=name, source=source, path=path,
         reason=reason + ("" if source != "bundled" else
                          ". To use real GPT-2: load(model='gpt2') with a network, a folder path, "
                          "or set INFERLAB_MODEL"),
-        n_layer=cfg.n_layer, n_head=cfg.n_head, d_model=cfg.n_embd, head_dim=cfg.n_embd // cfg.n_head,
-        n_ctx=cfg.n_positions, vocab_size=cfg.vocab_size, n_params=n_params, weight_bytes=n_bytes,
+        n_layer=shape.n_layer, n_head=shape.n_head, d_model=shape.d_model, head_dim=shape.head_dim,
+        n_ctx=shape.n_ctx, vocab_size=shape.vocab_size, n_params=n_params, weight_bytes=n_bytes,
         dtype=dt, device=str(dev), attention=_hf.current_attention(hf), notes=tuple(notes),
     )
     if verbose:
@@ -274,21 +370,25 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
 def _from_hub(name: str, dtype, device):
     """A hub name: local cache first; the network only when allowed and reachable."""
     if _hf.hub_cached(name):
-        return (_hf.load_folder(name, dtype=dtype, device=device, local_only=True),
-                _hf.load_tokenizer(name, local_only=True), "hub-cache")
+        check_config(_hf.hub_file(name, "config.json", local_only=True), name)
+        tok = _hf.load_tokenizer(name, local_only=True)
+        check_tokenizer(tok, name)
+        return _hf.load_folder(name, dtype=dtype, device=device, local_only=True), tok, "hub-cache"
     if _hf.hub_offline():
         raise FileNotFoundError(
             f"model={name!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set. Fix: "
             "download it once on a machine with a network (see the README's workshop guide), pass a "
             "local folder, or use model='bundled'.")
-    if not _hub_reachable():
+    if not hub_reachable():
         raise ConnectionError(
             f"model={name!r}: not a folder, not in the local Hugging Face cache, and the hub did not answer "
             f"within {HUB_PROBE_SECONDS:.0f} s. Fix: check the network, pass a folder written by "
             "save_pretrained(), or use model='bundled'.")
     try:
-        return (_hf.load_folder(name, dtype=dtype, device=device, local_only=False),
-                _hf.load_tokenizer(name, local_only=False), "hub-download")
+        check_config(_hf.hub_file(name, "config.json", local_only=False), name)
+        tok = _hf.load_tokenizer(name, local_only=False)
+        check_tokenizer(tok, name)
+        return _hf.load_folder(name, dtype=dtype, device=device, local_only=False), tok, "hub-download"
     except ValueError:
         raise
     except Exception as exc:

@@ -23,9 +23,15 @@ def parse_record(record) -> tuple[str, ...]:
     """``None`` -> nothing, ``"all"`` -> every kind, or a name / list of names from ``RECORD_KINDS``."""
     if record is None or record is False:
         return ()
-    if record == "all" or record is True:
+    if (isinstance(record, str) and record == "all") or record is True:
         return RECORD_KINDS
-    names = (record,) if isinstance(record, str) else tuple(record)
+    if isinstance(record, str):
+        names: tuple = (record,)
+    elif isinstance(record, (list, tuple, set, frozenset)):
+        names = tuple(record)
+    else:
+        raise TypeError(f"record must be None, 'all', a name or a list of names from {list(RECORD_KINDS)}, "
+                        f"got {type(record).__name__} {record!r:.40}. Fix: e.g. record=('attention', 'cache').")
     bad = [n for n in names if n not in RECORD_KINDS]
     if bad:
         raise bad_value("record", record, f"None, 'all', or names from {list(RECORD_KINDS)}",
@@ -79,6 +85,12 @@ class Trace:
     recorded: tuple[str, ...] = ()
     settings: dict = field(default_factory=dict)
     model: dict = field(default_factory=dict)
+
+    def add_token(self, token_id: int, piece: str, t: float) -> None:
+        """Append one generated token, its text piece and the time its id was on the host."""
+        self.generated_ids.append(token_id)
+        self.generated_pieces.append(piece)
+        self.token_times.append(t)
 
     @property
     def latency(self) -> Latency:
@@ -166,7 +178,8 @@ class Trace:
             if s["cache"] is not None:
                 c = s["cache"]
                 cache = CacheSnapshot(c["tokens"], tuple(tuple(x) for x in c["layer_shapes"]),
-                                      tuple(c["bytes_per_layer"]), c["total_bytes"], c["dtype"])
+                                      tuple(c["bytes_per_layer"]), c["total_bytes"], c["dtype"],
+                                      c.get("allocated_bytes", c["total_bytes"]))
             steps.append(StepRecord(
                 index=s["index"], kind=s["kind"], input_ids=s["input_ids"], position=s["position"],
                 token_id=s["token_id"], t_start=s["t_start"], t_end=s["t_end"],

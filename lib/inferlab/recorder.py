@@ -1,0 +1,114 @@
+"""What one run records, kept beside the engine's loop: hooks around each forward, per-step records.
+
+The engine's loop reads like the articles (prefill, then sample, emit, stop?, decode); a ``Recorder``
+is handed each forward pass and each chosen token and fills the ``Trace``:
+
+- ``"attention"``, ``"residual"``, ``"embeddings"``: hooks registered around one forward pass at a time
+  (``hooks.capture``), copied out at once, so runs that overlap never see each other's tensors;
+- ``"cache"``: a ``CacheSnapshot`` after each step; ``"sampling"``: each filter's effect.
+
+Recording attention keeps ``layers x heads x query_pos x key_pos`` floats per step; the recorder checks
+that estimate against ``max_attention_bytes`` before the run starts.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from typing import TypeVar
+
+from .cache import KVCache
+from .hooks import CAPTURE_KINDS, capture
+from .models import Model
+from .trace import StepRecord, Trace, parse_record
+
+DEFAULT_MAX_ATTENTION_BYTES = 512 * 2**20
+T = TypeVar("T")
+
+
+def format_bytes(n: float) -> str:
+    """``1536`` -> ``'1.5 KiB'``: bytes in the largest binary unit that keeps the number >= 1."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def attention_bytes(model: Model, prompt_tokens: int, new_tokens: int, use_cache: bool) -> int:
+    """Bytes of float32 attention probabilities a recorded run keeps.
+
+    With the cache, prefill keeps ``T x T`` per head and each decode step one row over the grown cache
+    (``T + 1``, ``T + 2``, ...). Without it, every step recomputes and keeps the full square.
+    """
+    per_cell = model.info.n_layer * model.info.n_head * 4
+    if use_cache:
+        cells = prompt_tokens * prompt_tokens + sum(prompt_tokens + i for i in range(1, new_tokens))
+    else:
+        cells = sum((prompt_tokens + i) ** 2 for i in range(new_tokens))
+    return per_cell * cells
+
+
+class Recorder:
+    """Records one run of the engine into its ``Trace`` (made per run, never shared between runs).
+
+    Args:
+        model: the model the run uses.
+        record: ``None``, ``"all"``, or names from ``trace.RECORD_KINDS``.
+        prompt_tokens, new_tokens, use_cache: the run's size, for the attention estimate.
+        max_attention_bytes: refuse (before any forward pass) a run whose attention would exceed this.
+    """
+
+    def __init__(self, model: Model, record, *, prompt_tokens: int, new_tokens: int, use_cache: bool,
+                 max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES) -> None:
+        self.model = model
+        self.kinds = parse_record(record)
+        if isinstance(max_attention_bytes, bool) or not isinstance(max_attention_bytes, numbers.Integral):
+            raise TypeError(f"max_attention_bytes must be an integer number of bytes, got "
+                            f"{type(max_attention_bytes).__name__} {max_attention_bytes!r}. "
+                            "Fix: e.g. max_attention_bytes=256 * 2**20 for 256 MiB.")
+        if "attention" in self.kinds:
+            need = attention_bytes(model, prompt_tokens, new_tokens, use_cache)
+            if need > max_attention_bytes:
+                cache_note = "" if use_cache else " (use_cache=False keeps a full T x T square every step)"
+                raise ValueError(
+                    f"recording attention for {prompt_tokens} prompt tokens + {new_tokens} new ones needs about "
+                    f"{format_bytes(need)} (layers x heads x query_pos x key_pos x 4 bytes){cache_note}; the "
+                    f"limit is max_attention_bytes={max_attention_bytes:,} ({format_bytes(max_attention_bytes)}). "
+                    "Fix: shorten the prompt or max_new_tokens, drop 'attention' from record, or raise "
+                    "max_attention_bytes.")
+        self.hook_kinds = {k for k in self.kinds if k in CAPTURE_KINDS}
+        if "residual" in self.hook_kinds:
+            self.hook_kinds.add("embeddings")  # the residual stream starts at embed.sum
+        self._captured: dict = {}
+
+    def wants(self, kind: str) -> bool:
+        """Whether this run records ``kind``."""
+        return kind in self.kinds
+
+    def forward(self, fn: Callable[..., T], *args) -> T:
+        """Run one forward pass ``fn(*args)`` with this run's hooks attached only while it runs."""
+        if not self.hook_kinds:
+            return fn(*args)
+        with capture(self.model.hf, self.hook_kinds) as cap:
+            out = fn(*args)
+            self._captured = {}
+            if "attention" in self.kinds:
+                self._captured["attention"] = [a.float().cpu() for a in cap.attention()]
+            if "residual" in self.kinds:
+                self._captured["residual"] = cap.residual().float().cpu()
+            if "embeddings" in self.kinds:
+                self._captured["embeddings"] = {k: v.float().cpu() for k, v in cap.embeddings().items()}
+        return out
+
+    def step(self, trace: Trace, step: StepRecord, cache: KVCache | None) -> None:
+        """Attach what the last forward recorded to ``step`` and append it to ``trace``."""
+        step.attention = self._captured.get("attention")
+        step.residual = self._captured.get("residual")
+        if step.index == 0 and "embeddings" in self._captured:
+            trace.embeddings = self._captured["embeddings"]
+        if "cache" in self.kinds and cache is not None:
+            step.cache = cache.snapshot()
+        self._captured = {}
+        trace.steps.append(step)
+

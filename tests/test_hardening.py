@@ -1,0 +1,346 @@
+"""Adversarial cases: model folders that try to run code, runs that overlap, leaks, and bad input.
+
+Every bad input must give a ``TypeError``/``ValueError`` naming the parameter before any forward pass.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+import torch
+
+import inferlab as il
+from inferlab import _hf, hooks
+from inferlab.generation import TextAssembler
+from inferlab.models import BUNDLED_DIR
+
+PROMPT_A, PROMPT_B = "ROMEO.", "JULIET. O Romeo"
+REPO = Path(__file__).resolve().parents[1]
+
+
+# ----------------------------------------------------------------------------- no code from a model folder
+def _evil_folder(tmp_path: Path, config: dict) -> tuple[Path, Path]:
+    folder, marker = tmp_path / "evil", tmp_path / "ran.txt"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "evil_code.py").write_text(
+        f"open({str(marker)!r}, 'w').write('the folder ran its code')\n"
+        "from transformers import PretrainedConfig\n"
+        "class EvilConfig(PretrainedConfig):\n    model_type = 'evilgpt'\n")
+    (folder / "model.safetensors").write_bytes(b"")
+    return folder, marker
+
+
+@pytest.mark.parametrize("config", [
+    {"model_type": "evilgpt", "auto_map": {"AutoConfig": "evil_code.EvilConfig"}},
+    {"model_type": "gpt2", "auto_map": {"AutoConfig": "evil_code.EvilConfig"}},
+], ids=["unknown-model-type", "gpt2-with-auto-map"])
+def test_a_model_folder_never_runs_its_code(tmp_path, config):
+    """README: 'remote code is never run'. Even answering "y" on standard input must not run it."""
+    folder, marker = _evil_folder(tmp_path, config)
+    script = ("import inferlab as il\n"
+              f"try:\n    il.load({str(folder)!r}, verbose=False)\n"
+              "except ValueError as e:\n    print('REFUSED', e)\n")
+    out = subprocess.run([sys.executable, "-c", script], input="y\ny\ny\n", capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert not marker.exists(), "the model folder's Python code was imported"
+    assert "REFUSED" in out.stdout and "never runs code from a model folder" in out.stdout, out.stdout + out.stderr
+    assert "Do you wish to run the custom code" not in out.stdout + out.stderr
+
+
+def test_a_folder_without_tokenizer_files_is_refused(tmp_path):
+    folder = tmp_path / "no-tokenizer"
+    folder.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        (folder / name).write_bytes((BUNDLED_DIR / name).read_bytes())
+    with pytest.raises(FileNotFoundError, match="no tokenizer files"):
+        il.load(folder, verbose=False)
+
+
+def test_a_garbage_environment_model_names_the_variable(monkeypatch):
+    monkeypatch.setenv("INFERLAB_MODEL", "random:bogus")
+    with pytest.raises(ValueError, match="INFERLAB_MODEL='random:bogus'") as err:
+        il.load(verbose=False)
+    assert "'random:' + one of" in str(err.value) and "model='auto'" not in str(err.value).split("(Or")[0]
+
+
+# ----------------------------------------------------------------------------- overlapping recorded runs
+def _alone(model, prompt, n):
+    return il.generate(model, prompt, n, record="attention", stop_at_eos=False)
+
+
+def _same_records(a: il.Trace, b: il.Trace) -> None:
+    assert a.generated_ids == b.generated_ids
+    assert len(a.steps) == len(b.steps)
+    for sa, sb in zip(a.steps, b.steps):
+        for la, lb in zip(sa.attention, sb.attention):
+            assert la.shape == lb.shape and torch.allclose(la, lb, atol=1e-6)
+
+
+@pytest.mark.parametrize("order", ["a-first", "b-first"])
+def test_interleaved_recorded_streams_keep_their_own_data(model, order):
+    ref_a, ref_b = _alone(model, PROMPT_A, 3), _alone(model, PROMPT_B, 6)
+    a = il.stream(model, PROMPT_A, 3, record="attention", stop_at_eos=False)
+    b = il.stream(model, PROMPT_B, 6, record="attention", stop_at_eos=False)
+    ia, ib = iter(a), iter(b)
+    next(ia), next(ib)
+    first, second = (ia, ib) if order == "a-first" else (ib, ia)
+    list(first), list(second)
+    _same_records(a.trace, ref_a)
+    _same_records(b.trace, ref_b)
+    assert hooks.active_hook_count(model.hf) == 0 and _hf.current_attention(model.hf) == "sdpa"
+
+
+def test_an_unrecorded_stream_beside_a_recorded_one(model):
+    ref = _alone(model, PROMPT_A, 4)
+    plain_ref = il.generate(model, PROMPT_B, 4, stop_at_eos=False)
+    rec = iter(il.stream(model, PROMPT_A, 4, record="attention", stop_at_eos=False))
+    plain = il.stream(model, PROMPT_B, 4, stop_at_eos=False)
+    next(rec)
+    events = list(plain)
+    rest = list(rec)
+    assert [e.token_id for e in events] == plain_ref.generated_ids and plain.trace.steps[0].attention is None
+    assert len(rest) == 3 and ref.generated_ids
+
+
+def test_threads_recording_at_once_keep_their_own_data(model):
+    ref_a, ref_b = _alone(model, PROMPT_A, 5), _alone(model, PROMPT_B, 5)
+    results: dict[str, list] = {"a": [], "b": []}
+    errors: list[BaseException] = []
+
+    def run(key, prompt):
+        try:
+            for _ in range(3):
+                results[key].append(_alone(model, prompt, 5))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=("a", PROMPT_A)), threading.Thread(target=run, args=("b", PROMPT_B))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    for trace in results["a"]:
+        _same_records(trace, ref_a)
+    for trace in results["b"]:
+        _same_records(trace, ref_b)
+    assert hooks.active_hook_count(model.hf) == 0 and _hf.current_attention(model.hf) == "sdpa"
+
+
+def test_another_threads_forward_is_not_recorded(model):
+    """Thread A records; while A's forward is paused after its last block, thread B runs a whole unrecorded
+    forward on the same model. A's trace must hold A's attention, not B's."""
+    ref = _alone(model, PROMPT_A, 2)
+    plain_ref = il.generate(model, PROMPT_B, 2, stop_at_eos=False).generated_ids
+    recorder_thread: list[int] = []
+    plain: list[list[int]] = []
+
+    def pause(_module, _inputs, _output):
+        if threading.get_ident() in recorder_thread and not plain:
+            b = threading.Thread(target=lambda: plain.append(il.generate(model, PROMPT_B, 2,
+                                                                          stop_at_eos=False).generated_ids))
+            b.start()
+            b.join(60)
+
+    handle = _hf.capture_points(model.hf).blocks[-1].register_forward_hook(pause)
+    try:
+        traces: list[il.Trace] = []
+        a = threading.Thread(target=lambda: (recorder_thread.append(threading.get_ident()),
+                                             traces.append(_alone(model, PROMPT_A, 2))))
+        a.start()
+        a.join(120)
+    finally:
+        handle.remove()
+    assert plain == [plain_ref]
+    _same_records(traces[0], ref)
+
+
+def test_capture_refuses_a_batch(model):
+    ids = torch.tensor([model.encode("ROMEO. My lord")[:4], model.encode("JULIET. O Romeo")[:4]])
+    with pytest.raises(ValueError, match="batch=2"), hooks.capture(model.hf, {"attention"}), torch.no_grad():
+        model.hf(ids)
+    assert hooks.active_hook_count(model.hf) == 0
+
+
+# ----------------------------------------------------------------------------- nothing leaks
+def test_inference_mode_is_not_left_on(model):
+    assert not torch.is_inference_mode_enabled()
+    a, b = iter(il.stream(model, PROMPT_A, 4)), iter(il.stream(model, PROMPT_B, 4))
+    next(a)
+    assert not torch.is_inference_mode_enabled(), "on in the caller's loop body"
+    next(b)
+    list(a), list(b)  # finished in non-LIFO order
+    assert not torch.is_inference_mode_enabled()
+    x = torch.ones(2, requires_grad=True)
+    (x * 2).sum().backward()
+    assert x.grad.tolist() == [2.0, 2.0]
+
+
+def test_a_stream_iterated_twice_keeps_its_trace(model):
+    s = il.stream(model, PROMPT_A, 5)
+    first = list(s)
+    trace = s.trace
+    again = list(s)
+    assert s.trace is trace and trace is not None
+    assert [e.token_id for e in again] == [e.token_id for e in first]
+
+
+def test_the_attention_guard_counts_uncached_steps(model):
+    prompt = "word " * 100
+    n = len(model.encode(prompt))
+    cached = 4 * model.info.n_layer * model.info.n_head * (n * n + sum(n + i for i in range(1, 60)))
+    limit = cached + 1  # enough for the cached run, far too little for 60 full squares
+    il.generate(model, prompt, 2, record="attention", max_attention_bytes=limit)
+    with pytest.raises(ValueError, match="use_cache=False keeps a full"):
+        il.generate(model, prompt, 60, record="attention", use_cache=False, max_attention_bytes=limit)
+
+
+def test_streamed_text_never_shows_half_a_character(model):
+    # "é" is two bytes; byte-level BPE can give each its own token. Feed them one at a time.
+    tok = model.tokenizer
+    byte_ids = [tok.convert_tokens_to_ids(t) for t in ("Ã", "©")]  # GPT-2's symbols for bytes 0xC3, 0xA9
+    text = TextAssembler(tok)
+    assert text.add(byte_ids[0]) == ""  # held back: only the first byte of "é"
+    assert text.add(byte_ids[1]) == "é"
+
+
+def test_streamed_text_holds_back_a_possible_stop_string(model):
+    tok = model.tokenizer
+    text = TextAssembler(tok, stop_strings=["\n\n"])
+    nl = model.encode("\n")[0]
+    assert text.add(model.encode("Hi")[0]) == "Hi"
+    assert text.add(nl) == ""  # could be the start of "\n\n"
+    assert text.add(nl) == "" and text.stop_hit == "\n\n" and text.text == "Hi"
+
+
+# ----------------------------------------------------------------------------- bad input, refused before any work
+class _Forwards:
+    """Counts forward passes of the model while active."""
+
+    def __init__(self, model):
+        self.model, self.n = model, 0
+
+    def __enter__(self):
+        self.handle = self.model.hf.register_forward_pre_hook(lambda *_: setattr(self, "n", self.n + 1))
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
+BAD_SETTINGS = [
+    ({"use_cache": "no"}, TypeError, "use_cache"),
+    ({"use_cache": None}, TypeError, "use_cache"),
+    ({"stop_at_eos": "False"}, TypeError, "stop_at_eos"),
+    ({"stop_token_ids": ["198"]}, TypeError, "stop_token_ids"),
+    ({"stop_token_ids": [198.9]}, TypeError, "stop_token_ids"),
+    ({"stop_token_ids": ["a"]}, TypeError, "stop_token_ids"),
+    ({"stop_token_ids": 5}, TypeError, "stop_token_ids"),
+    ({"stop_token_ids": [-1]}, ValueError, "stop_token_ids"),
+    ({"stop_strings": None}, TypeError, "stop_strings"),
+    ({"stop_strings": 5}, TypeError, "stop_strings"),
+    ({"stop_strings": [1, 2]}, TypeError, "stop_strings"),
+    ({"stop_strings": [""]}, ValueError, "stop_strings"),
+    ({"stop": ["\n"]}, TypeError, "stop_strings"),
+    ({"record": 1}, TypeError, "record"),
+    ({"record": "attn"}, ValueError, "record"),
+    ({"max_attention_bytes": "x"}, TypeError, "max_attention_bytes"),
+    ({"seed": 2**70}, ValueError, "seed"),
+    ({"temperature": -1}, ValueError, "temperature"),
+    ({"top_p": 0}, ValueError, "top_p"),
+    ({"temprature": 0.5}, TypeError, "unknown setting"),
+    ({"sampling": il.SamplingConfig(temperature=0.5), "temperature": 0.9}, ValueError, "sampling"),
+    ({"max_new_tokens": 0}, ValueError, "max_new_tokens"),
+    ({"max_new_tokens": 2.5}, TypeError, "max_new_tokens"),
+    ({"max_new_tokens": True}, TypeError, "max_new_tokens"),
+    ({"prompt": ""}, ValueError, "prompt"),
+    ({"prompt": b"bytes"}, TypeError, "prompt"),
+    ({"prompt": "a\ud800b"}, ValueError, "prompt"),
+    ({"prompt": "word " * 600}, ValueError, "prompt"),
+    ({"config": {"max_new_tokens": 3}}, TypeError, "config"),
+    ({"cache_implementation": "paged"}, ValueError, "cache_implementation"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "names"), BAD_SETTINGS, ids=lambda v: repr(v)[:40])
+@pytest.mark.parametrize("entry", ["generate", "stream"])
+def test_bad_settings_are_refused_before_any_forward(model, kwargs, error, names, entry):
+    kwargs = dict(kwargs)
+    prompt = kwargs.pop("prompt", "ROMEO.")
+    with _Forwards(model) as count, pytest.raises(error, match=names) as err:
+        getattr(il, entry)(model, prompt, kwargs.pop("max_new_tokens", 4), **kwargs)  # stream: no next()
+    assert count.n == 0
+    assert "Fix" in str(err.value) or "unknown setting" in str(err.value)
+
+
+def test_a_prompt_longer_than_the_context_says_so(model):
+    with pytest.raises(ValueError, match="shorten the prompt by at least") as err:
+        il.generate(model, "word " * 12_500, 5)
+    assert "max_new_tokens <=" not in str(err.value)
+
+
+def test_a_tiny_attention_limit_reports_real_sizes(model):
+    with pytest.raises(ValueError) as err:
+        il.generate(model, "ROMEO. My lord", 5, record="attention", max_attention_bytes=1000)
+    assert "0 MiB" not in str(err.value) and "KiB" in str(err.value) and "1,000" in str(err.value)
+
+
+BAD_IDS = [
+    ([1.5, 2.7], TypeError), ([True, False], TypeError), ([[1, 2], [3]], ValueError), ([], ValueError),
+    ([50257], ValueError), ([-1], ValueError), (["a"], ValueError), ([1] * 513, ValueError),
+]
+
+
+@pytest.mark.parametrize(("ids", "error"), BAD_IDS, ids=lambda v: repr(v)[:30])
+def test_bad_ids_are_refused(model, ids, error):
+    with _Forwards(model) as count, pytest.raises(error, match="ids"):
+        il.prefill(model, ids)
+    with pytest.raises(error, match="ids"):
+        il.forward_full(model, ids)
+    assert count.n == 0
+
+
+def test_prefill_static_tokens_is_checked(model):
+    with pytest.raises(ValueError, match="static_tokens"):
+        il.prefill(model, [1, 2, 3], static_tokens=600)  # the bundled model's context is 512
+    with pytest.raises(ValueError, match="static_tokens"):
+        il.prefill(model, [1, 2, 3], static_tokens=2)
+    with pytest.raises(TypeError, match="static_tokens"):
+        il.prefill(model, [1, 2, 3], static_tokens=4.5)
+
+
+def test_decode_step_refuses_what_does_not_fit(model):
+    _logits, cache = il.prefill(model, [1, 2, 3])
+    with _Forwards(model) as count:
+        with pytest.raises(TypeError, match="ids"):
+            il.decode_step(model, 198.7, cache)
+        with pytest.raises(ValueError, match="token"):
+            il.decode_step(model, torch.tensor([[2], [1]]), cache)  # two tokens for a batch-1 cache
+        with pytest.raises(ValueError, match="ids"):
+            il.decode_step(model, 10**6, cache)
+        with pytest.raises(TypeError, match="cache"):
+            il.decode_step(model, 5, None)
+        other = il.load("bundled", verbose=False)
+        with pytest.raises(ValueError, match="cache"):
+            il.decode_step(other, 5, cache)
+        _, full = il.prefill(model, [1, 2, 3], static_tokens=3)
+        count.n = 0
+        with pytest.raises(ValueError, match="capacity 3"):
+            il.decode_step(model, 5, full)
+    assert count.n == 0
+    assert cache.tokens == 3
+    _, long = il.prefill(model, [1] * model.info.n_ctx)
+    with pytest.raises(ValueError, match="context is full"):
+        il.decode_step(model, 5, long)
+
+
+def test_encode_refuses_a_lone_surrogate(model):
+    with pytest.raises(ValueError, match="position 1"):
+        model.encode("a\ud800b")

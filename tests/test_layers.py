@@ -1,0 +1,118 @@
+"""The library's layout reads as the course's table of contents: each module imports only from layers below
+its own (or its own layer), there are no import cycles, and only ``_hf.py`` names GPT-2's internals."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+LIB = Path(__file__).resolve().parents[1] / "lib" / "inferlab"
+REPO = LIB.parents[1]
+
+# Lower layers never import higher ones. A package entry ("measure") covers every module inside it.
+LAYERS: list[tuple[str, ...]] = [
+    ("errors", "paths", "progress", "timing"),              # plain helpers
+    ("cost",),                                              # formulas: FLOPs, bytes, floors, published shapes
+    ("_hf",),                                               # the one adapter to Hugging Face
+    ("models",),                                            # load(), Model, ModelInfo
+    ("cache", "sampling", "hooks", "tokens"),               # the pieces inference is made of
+    ("trace",),                                             # what one run recorded
+    ("generation", "recorder"),                             # settings, streamed text, recording
+    ("engine",),                                            # prefill, decode_step, generate, stream
+    ("embeddings", "attention", "heads", "fast", "quantize", "diversity"),  # each lesson's model work
+    ("measure", "about"),                                   # timing sweeps, roofline, latency; the machine
+    ("viz",),                                               # figures from plain data
+    ("widgets",),                                           # interactive views
+    ("tools",),                                             # command-line tooling
+]
+LAYER_OF = {name: i for i, names in enumerate(LAYERS) for name in names}
+
+
+def _unit(path: Path) -> str:
+    """The layer unit of a module file: its top-level module or package name under inferlab."""
+    return path.relative_to(LIB).parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> set[str]:
+    """Units this file imports from inside inferlab (relative or absolute)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    package = list(path.relative_to(LIB).parent.parts)
+    out: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - (node.level - 1)] if node.level > 1 else package
+                parts = base + (node.module.split(".") if node.module else [])
+                if parts:
+                    out.add(parts[0])
+                else:  # "from . import x, y" at the package root
+                    out.update(a.name for a in node.names)
+            elif node.module and node.module.split(".")[0] == "inferlab":
+                parts = node.module.split(".")[1:]
+                out.update([parts[0]] if parts else [a.name for a in node.names])
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                parts = a.name.split(".")
+                if parts[0] == "inferlab" and len(parts) > 1:
+                    out.add(parts[1])
+    return out
+
+
+FILES = sorted(p for p in LIB.rglob("*.py") if p.name != "__init__.py" or p.parent != LIB)
+
+
+def test_every_module_has_a_layer():
+    missing = sorted({_unit(p) for p in FILES} - set(LAYER_OF))
+    assert not missing, f"add these modules to LAYERS in tests/test_layers.py: {missing}"
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(LIB)))
+def test_no_module_imports_one_above_its_layer(path):
+    unit = _unit(path)
+    above = sorted(u for u in _imports(path) - {unit} if u in LAYER_OF and LAYER_OF[u] > LAYER_OF.get(unit, -1))
+    assert not above, f"{path.relative_to(LIB)} (layer {LAYER_OF.get(unit)}) imports from higher layers: {above}"
+
+
+def test_no_import_cycles_between_modules():
+    graph = {_unit(p): set() for p in FILES}
+    for p in FILES:
+        graph[_unit(p)] |= {u for u in _imports(p) if u in graph and u != _unit(p)}
+    state: dict[str, int] = {}
+
+    def visit(node: str, stack: list[str]) -> None:
+        state[node] = 1
+        for nxt in sorted(graph[node]):
+            if state.get(nxt) == 1:
+                raise AssertionError("import cycle: " + " -> ".join([*stack, node, nxt]))
+            if nxt not in state:
+                visit(nxt, [*stack, node])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [])
+
+
+INTERNALS = re.compile(r"\.(c_attn|c_fc|c_proj|ln_1|ln_2|ln_f|lm_head)\b|transformer\.(h|wte|wpe)\b|"
+                       r"_attn_implementation|config\.(n_embd|n_layer|n_head|n_positions|n_ctx|vocab_size|"
+                       r"layer_norm_epsilon|activation_function)\b|\bn_embd\b|\bn_positions\b")
+
+
+def _sources() -> list[Path]:
+    out = [p for p in LIB.rglob("*.py") if p.name != "_hf.py"]
+    out += sorted((REPO / "tests").glob("*.py")) + sorted((REPO / "notebooks").rglob("*.ipynb"))
+    return [p for p in out if p.name != Path(__file__).name]
+
+
+@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(REPO)))
+def test_only_the_adapter_names_gpt2_internals(path):
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".ipynb":  # code cells (prose may teach GPT-2's module names; outputs are data)
+        import json
+
+        text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "code")
+    hits = sorted({m.group(0) for m in INTERNALS.finditer(text)})
+    assert not hits, f"{path.relative_to(REPO)} names GPT-2 internals {hits}; use the functions in _hf.py"
