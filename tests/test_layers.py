@@ -24,6 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine",),                                            # prefill, decode_step, generate, stream
     ("embeddings", "attention", "heads", "fast", "quantize", "diversity"),  # each lesson's model work
     ("measure", "about"),                                   # timing sweeps, roofline, latency; the machine
+    ("narrate",),                                           # each finding as Markdown, with its other-outcome branch
     ("viz",),                                               # figures from plain data
     ("widgets",),                                           # interactive views
     ("tools",),                                             # command-line tooling
