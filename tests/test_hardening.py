@@ -25,33 +25,48 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 # ----------------------------------------------------------------------------- no code from a model folder
-def _evil_folder(tmp_path: Path, config: dict) -> tuple[Path, Path]:
-    folder, marker = tmp_path / "evil", tmp_path / "ran.txt"
-    folder.mkdir()
-    (folder / "config.json").write_text(json.dumps(config))
-    (folder / "evil_code.py").write_text(
-        f"open({str(marker)!r}, 'w').write('the folder ran its code')\n"
-        "from transformers import PretrainedConfig\n"
-        "class EvilConfig(PretrainedConfig):\n    model_type = 'evilgpt'\n")
-    (folder / "model.safetensors").write_bytes(b"")
-    return folder, marker
+EVIL_CONFIGS = {
+    "unknown-model-type": {"model_type": "evilgpt", "auto_map": {"AutoConfig": "evil_code.EvilConfig"}},
+    "gpt2-with-auto-map": {"model_type": "gpt2", "auto_map": {"AutoConfig": "evil_code.EvilConfig"}},
+}
 
 
-@pytest.mark.parametrize("config", [
-    {"model_type": "evilgpt", "auto_map": {"AutoConfig": "evil_code.EvilConfig"}},
-    {"model_type": "gpt2", "auto_map": {"AutoConfig": "evil_code.EvilConfig"}},
-], ids=["unknown-model-type", "gpt2-with-auto-map"])
-def test_a_model_folder_never_runs_its_code(tmp_path, config):
+@pytest.fixture(scope="module")
+def evil_loads(tmp_path_factory) -> dict[str, tuple[bool, str]]:
+    """Load each evil folder in one fresh Python that answers "y" to every question on standard input.
+
+    Returns, per folder, whether its code ran (a marker file) and what the loader printed.
+    """
+    root = tmp_path_factory.mktemp("evil")
+    folders = {}
+    for name, config in EVIL_CONFIGS.items():
+        folder, marker = root / name, root / f"{name}.ran"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps(config))
+        (folder / "evil_code.py").write_text(
+            f"open({str(marker)!r}, 'w').write('the folder ran its code')\n"
+            "from transformers import PretrainedConfig\n"
+            "class EvilConfig(PretrainedConfig):\n    model_type = 'evilgpt'\n")
+        (folder / "model.safetensors").write_bytes(b"")
+        folders[name] = (folder, marker)
+    script = ("import sys, inferlab as il\n"
+              "for name, folder in zip(sys.argv[1::2], sys.argv[2::2]):\n"
+              "    try:\n        il.load(folder, verbose=False)\n        print(name, 'LOADED')\n"
+              "    except ValueError as e:\n        print(name, 'REFUSED', e)\n")
+    args = [x for name, (folder, _m) in folders.items() for x in (name, str(folder))]
+    out = subprocess.run([sys.executable, "-c", script, *args], input="y\n" * 10, capture_output=True, text=True,
+                         timeout=180, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    lines = {line.split(" ", 1)[0]: line for line in out.stdout.splitlines()}
+    return {name: (marker.exists(), lines.get(name, "") + out.stderr) for name, (_f, marker) in folders.items()}
+
+
+@pytest.mark.parametrize("name", list(EVIL_CONFIGS))
+def test_a_model_folder_never_runs_its_code(evil_loads, name):
     """README: 'remote code is never run'. Even answering "y" on standard input must not run it."""
-    folder, marker = _evil_folder(tmp_path, config)
-    script = ("import inferlab as il\n"
-              f"try:\n    il.load({str(folder)!r}, verbose=False)\n"
-              "except ValueError as e:\n    print('REFUSED', e)\n")
-    out = subprocess.run([sys.executable, "-c", script], input="y\ny\ny\n", capture_output=True, text=True,
-                         timeout=120, env={**os.environ, "HF_HUB_OFFLINE": "1"})
-    assert not marker.exists(), "the model folder's Python code was imported"
-    assert "REFUSED" in out.stdout and "never runs code from a model folder" in out.stdout, out.stdout + out.stderr
-    assert "Do you wish to run the custom code" not in out.stdout + out.stderr
+    ran, printed = evil_loads[name]
+    assert not ran, "the model folder's Python code was imported"
+    assert "REFUSED" in printed and "never runs code from a model folder" in printed, printed
+    assert "Do you wish to run the custom code" not in printed
 
 
 def test_a_folder_without_tokenizer_files_is_refused(tmp_path):
