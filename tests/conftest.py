@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere
+# the fast path remembers its measured layout choice; tests keep theirs out of the learner's ~/.cache
+os.environ.setdefault("INFERLAB_CACHE", tempfile.mkdtemp(prefix="inferlab-test-cache-"))
 
 import pytest
 import torch

@@ -7,12 +7,22 @@ from __future__ import annotations
 
 import pytest
 
+from inferlab import fast_choice
 from inferlab.cost import MachineProfile
 from inferlab.measure import KernelComparison, Sweep, speedups
 from inferlab.tools import bench
 from inferlab.viz import speed
 
 PROMPT = "To be, or not to be, that is the question"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def own_choice_cache(tmp_path_factory):
+    """weights="auto" remembers its measurements: keep this module's in a folder of its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("INFERLAB_CACHE", str(tmp_path_factory.mktemp("choice_cache")))
+        mp.setattr(fast_choice, "_MEMORY", {})
+        yield
 
 
 # ----------------------------------------------------------------------------- weight formats, kernels
@@ -62,6 +72,9 @@ def test_benchmark_command_writes_json_and_table(tmp_path, capsys):
     assert set(r["variants"]) == {"engine", "generate()", "fast"}
     assert r["read_bytes_per_s"] == result["read_bytes_per_s"] > 0  # the read-only bandwidth, measured once
     assert "x generate()" in printed and "x read floor" in printed and out.exists()
+    assert result["cpu"] == fast_choice.cpu_name() and result["threads"] >= 1  # two machines' tables compare
+    assert result["torch"] in printed and "MKL:" in printed and "oneDNN:" in printed
+    assert r["choices"]["fast"]["summary"] in printed  # which layout the fast path measured fastest
     assert result["command"].startswith("python -m inferlab.tools.bench")
 
 

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import json
+import warnings
+
 import pytest
 import torch
 
 import inferlab as il
-from inferlab import fast
+from inferlab import fast, fast_choice
 from inferlab.measure import profiling
 
 PROMPT = "To be, or not to be, that is the question"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def own_choice_cache(tmp_path_factory):
+    """weights="auto" remembers its measurements: keep this module's in a folder of its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("INFERLAB_CACHE", str(tmp_path_factory.mktemp("choice_cache")))
+        mp.setattr(fast_choice, "_MEMORY", {})
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -119,8 +131,7 @@ def test_clear_errors(model, decoder):
 def test_compiled_step_matches(model):
     """The compiled CPU step (weights "rows": products and attention as reductions) gives the engine's tokens."""
     ref = il.generate(model, PROMPT, max_new_tokens=8, stop_at_eos=False)
-    dec = fast.FastDecoder(model, 32, compile=True)
-    assert dec.weights == ("rows" if model.device.type == "cpu" else "tied")
+    dec = fast.FastDecoder(model, 32, weights="rows" if model.device.type == "cpu" else "tied", compile=True)
     got = dec.generate(PROMPT, max_new_tokens=8, stop_at_eos=False)
     assert got.generated_ids == ref.generated_ids
     seeded = {"temperature": 0.9, "top_k": 40, "top_p": 0.95, "seed": 7}
@@ -131,3 +142,73 @@ def test_compiled_step_matches(model):
     graphs = [calls for name, _, calls in prof.top_ops if profiling.op_group(name) == "compiled graph (fused)"]
     assert graphs == [1]  # the whole step is one call of one generated graph ...
     assert prof.groups["matmuls"] == 0  # ... with no eager mm/addmm/linear beside it
+
+
+# ----------------------------------------------------------------------------- weights="auto": measured, remembered
+def fake_timings(winner: str, seen: list):
+    """A stand-in for ``time_candidates``: ``winner`` steps in 1 ms, every other candidate in 2 ms; runs nothing."""
+    def timings(runs, device=None):
+        seen.append(sorted(runs))
+        return {k: 0.001 if k == winner else 0.002 for k in runs}
+    return timings
+
+
+CPU_CANDIDATES = ["rows+compile", "packed", "transposed", "tied"]  # compile=True on a CPU with oneDNN
+
+
+@pytest.mark.parametrize("winner", CPU_CANDIDATES)
+def test_auto_takes_whichever_candidate_measured_fastest(model, monkeypatch, tmp_path, winner):
+    if model.device.type != "cpu" or not fast.onednn_packing():
+        pytest.skip("the candidates listed here are a CPU's with oneDNN")
+    seen = []
+    monkeypatch.setattr(fast_choice, "_MEMORY", {})
+    monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(fast_choice, "time_candidates", fake_timings(winner, seen))
+    dec = fast.FastDecoder(model, 24, compile=True)
+    assert seen == [sorted(CPU_CANDIDATES)]  # every candidate was offered to the measurement
+    assert fast_choice.label(dec.weights, dec.compiled) == dec.choice.winner == winner
+    assert dec.choice.source == "measured" and dec.choice.margin == 2.0
+    assert f"chosen: {winner} won: 1.00 ms/step, 2.00x faster than" in repr(dec)
+    if not dec.compiled:  # (the compiled winner is not run here: compiling is test_compiled_step_matches's job)
+        ref = il.generate(model, PROMPT, max_new_tokens=4, stop_at_eos=False)
+        assert dec.generate(PROMPT, max_new_tokens=4, stop_at_eos=False).generated_ids == ref.generated_ids
+
+
+def test_the_choice_is_cached_in_a_file_and_reused(model, monkeypatch, tmp_path):
+    monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(fast_choice, "_MEMORY", {})
+    monkeypatch.setattr(fast_choice, "time_candidates", fake_timings("tied", []))
+    assert fast.FastDecoder(model, 24).weights == "tied"
+    stored = json.loads((tmp_path / "fast_choice.json").read_text())
+    key = fast_choice.cache_key(model, batch=1, compile=False)
+    assert stored[key]["weights"] == "tied" and not stored[key]["compiled"]
+
+    def no_measuring(runs, device=None):
+        raise AssertionError("a remembered choice must not be measured again")
+
+    monkeypatch.setattr(fast_choice, "time_candidates", no_measuring)
+    monkeypatch.setattr(fast_choice, "_MEMORY", {})  # a new process: only the file remembers
+    again = fast.FastDecoder(model, 24)
+    assert again.weights == "tied" and again.choice.source == "cached"
+
+
+def test_a_corrupt_cache_file_is_ignored_and_rewritten(model, monkeypatch, tmp_path):
+    monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(fast_choice, "_MEMORY", {})
+    monkeypatch.setattr(fast_choice, "time_candidates", fake_timings("transposed", []))
+    (tmp_path / "fast_choice.json").write_text("{not json")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        dec = fast.FastDecoder(model, 24)
+    assert dec.weights == "transposed" and dec.choice.source == "measured"
+    stored = json.loads((tmp_path / "fast_choice.json").read_text())
+    assert [v["weights"] for v in stored.values()] == ["transposed"]
+
+
+def test_a_candidate_that_cannot_run_is_left_out_with_its_reason():
+    def no_compiler():
+        raise RuntimeError("no C++ compiler found\n(details)")
+
+    got = fast_choice.time_candidates({"tied": lambda: None, "rows+compile": no_compiler})
+    assert got["rows+compile"] == "RuntimeError: no C++ compiler found"
+    assert isinstance(got["tied"], float)

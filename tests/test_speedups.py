@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from inferlab import fast
+from inferlab import fast, fast_choice
 from inferlab.measure import profiling, speedups
 from inferlab.measure.kernels import KernelComparison
 from inferlab.measure.sweeps import Sweep
@@ -17,6 +17,15 @@ from inferlab.tools import bench
 from inferlab.viz import speed
 
 PROMPT = "To be, or not to be, that is the question"
+
+
+@pytest.fixture(autouse=True, scope="module")
+def own_choice_cache(tmp_path_factory):
+    """weights="auto" remembers its measurements: keep this module's in a folder of its own."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("INFERLAB_CACHE", str(tmp_path_factory.mktemp("choice_cache")))
+        mp.setattr(fast_choice, "_MEMORY", {})
+        yield
 
 
 def test_op_groups():
@@ -108,3 +117,70 @@ def test_quant_chart_and_scoreboard():
         speed.quant_chart([{"kind": "x"}])
     table = speed.scoreboard([{"technique": "int8", "TPOT": "x0.5"}])
     assert list(table.data[0].cells.values[0]) == ["int8"]
+
+
+def test_product_rates_cover_every_product_of_a_step(model):
+    """Worked by hand for the bundled model (4 layers, d_model 160, fp32), bytes per step of each kind:
+    qkv [480, 160] x 4 layers x 4 bytes = 1,228,800; the out projection [160, 160] x 4 x 4 = 409,600;
+    fc [640, 160] and the MLP's out [160, 640]: 1,638,400 each; the LM head [50257, 160] once = 32,164,480."""
+    rates = profiling.product_rates(fast.FastDecoder(model, 16, weights="tied"), repeats=1)
+    assert [(r.name, r.shape, r.per_step, r.nbytes) for r in rates] == [
+        ("qkv", (480, 160), 4, 1_228_800), ("attn_out", (160, 160), 4, 409_600), ("fc", (640, 160), 4, 1_638_400),
+        ("mlp_out", (160, 640), 4, 1_638_400), ("head", (50257, 160), 1, 32_164_480)]
+    assert all(r.product_s > 0 and r.read_s > 0 for r in rates)
+    assert "GB/s" in repr(rates[0]) and "a plain read" in repr(rates[0])
+
+
+# ----------------------------------------------------------------------------- notebook 08's sentences
+def test_narrate_the_layout_choice_and_its_other_outcomes():
+    from inferlab.narrate import n08
+
+    won = fast_choice.Choice("rows", True, {"rows+compile": 0.040, "packed": 0.050, "tied": 0.060})
+    text = n08.layout_choice(won)
+    assert "kept **rows+compile**, 1.25x faster than the runner-up, *packed*" in text
+    assert "compiler's loops" in text and "noise" not in text
+    tie = fast_choice.Choice("tied", False, {"tied": 0.0400, "transposed": 0.0404}, "cached")
+    text = n08.layout_choice(tie)
+    assert "plain path won" in text and "within the noise" in text and "forget()" in text
+    alone = fast_choice.Choice("tied", False, source="only candidate")
+    assert "one layout" in n08.layout_choice(alone)
+
+
+def test_narrate_where_the_rest_goes():
+    from inferlab.narrate import n08
+
+    # two kinds of product, 4 MB per step each: one streams at half a plain read's speed (20 ms vs 10 ms),
+    # the other at 80% (1.25 ms vs 1 ms): 21.25 ms of products
+    rates = [profiling.ProductRate("qkv", (1000, 1000), 10, 4_000_000, 0.020, 0.010),
+             profiling.ProductRate("head", (1000, 1000), 1, 4_000_000, 0.00125, 0.001)]
+    near = n08.where_the_rest_goes(rates, step_s=0.0230, read_floor_s=0.0200)  # 1.15x
+    assert "1.15x its read floor" in near and "nothing large is left" in near
+    far = n08.where_the_rest_goes(rates, step_s=0.0300, read_floor_s=0.0200)  # products 21.25 ms of 30
+    assert "add up to 21.25 ms; the rest, 8.75 ms" in far and "*qkv*, at 50% of a plain read" in far
+    around = n08.where_the_rest_goes(rates, step_s=0.0500, read_floor_s=0.0200)  # rest 28.75 ms > products
+    assert "*around* the products" in around
+    busy = n08.where_the_rest_goes(rates, step_s=0.0250, read_floor_s=0.0200)  # 1.25x, products 21.25 of 25 ms
+    assert "*qkv*" in busy and "more than the whole step" not in busy
+    noisy = n08.where_the_rest_goes(rates, step_s=0.0210, read_floor_s=0.0100)  # products 21.25 ms > 21 ms
+    assert "more than the whole step (21.25 ms)" in noisy
+    assert "| qkv | [1000, 1000] x 10 | 4.0 | 20.00 | 0.2 | 0.4 | 50% |" in n08.product_table(rates)
+
+
+def test_narrate_what_limits_prefill():
+    from inferlab.narrate import n08
+
+    prof = profiling.StepProfile("prefill", 1.0, {"matmuls": 0.8, "attention": 0.1, "Python & dispatch": 0.1}, ())
+    text = n08.prefill_limit(1.7, 1.3, 1.0, 256, prof)
+    assert "1.70x its floor" in text and "(1.30x)" in text and "80% of it in the matrix products" in text
+    assert "re-run" not in text
+    slow = profiling.StepProfile("prefill", 1.0, {"matmuls": 0.2, "Python & dispatch": 0.8}, ())
+    text = n08.prefill_limit(2.5, 2.0, 1.0, 256, slow)
+    assert "*Python & dispatch*" in text and "re-run the cell" in text
+
+
+def test_prefill_paths_time_both_and_leave_the_fast_cache_filled(model):
+    ids = model.encode(PROMPT)
+    dec = fast.FastDecoder(model, len(ids) + 1, weights="tied")
+    times = speedups.prefill_paths(model, dec, ids, repeats=1)
+    assert set(times) == {"engine", "fast"} and all(t > 0 for t in times.values())
+    assert dec.tokens == len(ids)

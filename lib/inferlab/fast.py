@@ -5,23 +5,18 @@ objects and output classes are rebuilt each time. ``FastDecoder`` runs the same 
 model's weights (plain tensors from ``_hf.block_tensors``) with a pre-allocated KV cache (per layer
 ``[batch, heads, max_tokens, head_dim]``), a ten-line block and SDPA attention. More tricks, each a switch:
 
-- ``weights``: how the matrices are held for the CPU's matrix-vector products. ``"tied"`` uses the
-  model's own tensors (bitwise the engine's logits). ``"transposed"`` adds a ``[d_model, vocab]`` copy
-  of the LM head: on CPUs, ``h @ W`` in that layout streams much faster than ``F.linear(h, wte)``
-  (about 2x with MKL on x86), and the head is GPT-2's largest matrix. ``"packed"`` gives every
-  matrix to oneDNN pre-packed (``torch.ops.mkldnn._reorder_linear_weight``, what ``torch.compile``
-  does with frozen weights), so each product streams its weights on all cores (and the MLP's GELU
-  runs inside its product). ``"rows"`` keeps each block matrix as a plain ``[out, in]`` copy, which
-  oneDNN also takes (as fast, and the LM head needs no copy) and which the compiled step below reads
-  as reductions. Copies cost memory (``extra_bytes``).
-- ``compile=True``: ``torch.compile`` of a decode step with fixed shapes (the cache is read whole,
-  with a mask over the empty slots), so the compiler can fuse the norms and activations. With
-  ``"rows"`` weights (the default when compiling on a CPU at batch 1) each matrix-vector product is
-  written as ``(W * x).sum(-1)`` and the attention as sums too: Inductor turns the whole step into
-  streaming loops, each product fused with the bias, norm or GELU around it, with no Python between
-  operators. On the course's 2-core test machine the whole step reads GPT-2's weights at about 90%
-  of the copy bandwidth, where oneDNN's matrix-vector kernels alone reach about 70% (``python -m
-  inferlab.tools.bench --profile``). The prompt still runs eagerly, its products through oneDNN.
+- ``weights``: how the matrices are held for the matrix-vector products. ``"tied"``: the model's own
+  tensors (bitwise the engine's logits). ``"transposed"``: plus a ``[d_model, vocab]`` copy of the LM
+  head, GPT-2's largest matrix, which some matrix libraries stream faster than ``F.linear(h, wte)``.
+  ``"packed"``: every matrix pre-packed for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``, what
+  ``torch.compile`` does with frozen weights), each product on all cores, the GELU inside its product.
+  ``"rows"``: each block matrix as a plain ``[out, in]`` copy, for the compiled reductions below.
+  ``"auto"`` (the default) measures them here and keeps the fastest (``inferlab.fast_choice``): no
+  layout wins on every CPU. Copies cost memory (``extra_bytes``).
+- ``compile=True``: ``torch.compile`` of a fixed-shape step (the cache read whole, empty slots masked).
+  With ``"rows"`` each product is written as ``(W * x).sum(-1)`` and the attention as sums: Inductor
+  turns the step into streaming loops, each fused with the bias, norm or GELU around it, no Python
+  between operators. The prompt still runs eagerly, its products through oneDNN where it can.
 - ``cuda_graph`` (CUDA only, on by default there): the fixed-shape step is recorded once as a CUDA
   graph and replayed, so hundreds of kernel launches cost one.
 
@@ -36,7 +31,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from . import _hf
+from . import _hf, fast_choice
 from .engine import as_ids
 from .errors import bad_value
 from .generation import GenerationConfig, TextAssembler, next_text
@@ -131,10 +126,11 @@ class FastDecoder:
         model: from ``inferlab.load()`` (GPT-2 family).
         max_tokens: cache slots (prompt + new tokens must fit); default the context length.
         batch: sequences decoded together (all the same length).
-        weights: ``"auto"`` (compiled on a CPU at batch 1: ``"rows"``; else ``"packed"`` on CPUs that
-            can, with more than one thread, ``"transposed"`` on other CPUs, ``"tied"`` elsewhere),
-            ``"packed"``, ``"rows"``, ``"transposed"`` or ``"tied"`` (see the module docstring).
-        compile: ``torch.compile`` the fixed-shape step (tens of seconds the first time).
+        weights: ``"auto"``: the fastest layout *measured* here (``inferlab.fast_choice``: a few steps of
+            each candidate, remembered per machine and shape; ``.choice`` says which won and by how
+            much), or ``"packed"``, ``"rows"``, ``"transposed"``, ``"tied"`` (see the module docstring).
+        compile: ``torch.compile`` the fixed-shape step (tens of seconds the first time). With ``"auto"``
+            the compiled step is one candidate: an eager layout that steps faster here wins instead.
         cuda_graph: record the fixed-shape step as a CUDA graph (CUDA only; ``None``: on for CUDA).
 
     >>> fast = FastDecoder(m, max_tokens=128)                    # doctest: +SKIP
@@ -150,17 +146,23 @@ class FastDecoder:
             raise bad_value("max_tokens", max_tokens, f"1 <= max_tokens <= n_ctx ({model.info.n_ctx})",
                             "size the cache for prompt + new tokens")
         device = model.device
-        onednn = device.type == "cpu" and onednn_packing(model.info.dtype)  # also takes plain [out, in] weights
-        can_pack = onednn and not compile
-        if weights == "auto":  # oneDNN wins by spreading each product over cores; on one, MKL's GEMV does
-            many = torch.get_num_threads() > 1
-            weights = ("rows" if compile and device.type == "cpu" and batch == 1 else
-                       "packed" if can_pack and many else "transposed" if device.type == "cpu" else "tied")
-        if weights not in WEIGHTS or (weights == "packed" and not can_pack):
-            raise bad_value("weights", weights, f"'auto' or one of {WEIGHTS} ('packed': CPU with oneDNN, not compiled)",
-                            "leave weights='auto'")
         if cuda_graph and device.type != "cuda":
             raise bad_value("cuda_graph", cuda_graph, "True only on a CUDA device", "leave cuda_graph=None")
+        onednn = device.type == "cpu" and onednn_packing(model.info.dtype)  # also takes plain [out, in] weights
+        self.choice: fast_choice.Choice | None = None
+        if weights == "auto":  # measured on this machine, not decided by rule (see inferlab.fast_choice)
+            choice, winner = fast_choice.choose(
+                model, lambda w, c: FastDecoder(model, self.max_tokens, batch=batch, weights=w, compile=c,
+                                                cuda_graph=cuda_graph),
+                batch=batch, compile=compile, onednn=onednn, max_tokens=self.max_tokens)
+            if winner is not None:  # adopt the measured decoder whole: compiling it again would cost as much
+                vars(self).update(vars(winner))
+                self.choice = choice
+                return
+            weights, compile, self.choice = choice.weights, choice.compiled, choice
+        if weights not in WEIGHTS or (weights == "packed" and not (onednn and not compile)):
+            raise bad_value("weights", weights, f"'auto' or one of {WEIGHTS} ('packed': CPU with oneDNN, not compiled)",
+                            "leave weights='auto'")
         self.weights = weights
         self._onednn = onednn
         self.blocks = block_weights(model, pack=weights == "packed", rows=weights == "rows", onednn=onednn,
@@ -195,8 +197,9 @@ class FastDecoder:
     def __repr__(self) -> str:
         mode = "compiled" if self.compiled else "eager"
         mode += " + CUDA graph" if self.cuda_graph else ""
+        chosen = f", chosen: {self.choice.summary()}" if self.choice is not None else ""
         return (f"FastDecoder({self.model.info.name}, {mode}, weights {self.weights}, batch {self.batch}, "
-                f"{self.tokens}/{self.max_tokens} slots used, +{self.extra_bytes / 1e6:.1f} MB)")
+                f"{self.tokens}/{self.max_tokens} slots used, +{self.extra_bytes / 1e6:.1f} MB{chosen})")
 
     # ------------------------------------------------------------------ the arithmetic
     def _block(self, i: int, x: torch.Tensor, pos, n: int | None, mask) -> torch.Tensor:
@@ -233,7 +236,10 @@ class FastDecoder:
 
     def _logits(self, x: torch.Tensor, gemv: bool = False) -> torch.Tensor:
         """Last position's ``[batch, d_model]`` -> logits ``[batch, vocab]``."""
-        h = F.layer_norm(x[:, -1], (self.d,), self.lnf_w, self.lnf_b, self.eps)
+        return self.logits_head(F.layer_norm(x[:, -1], (self.d,), self.lnf_w, self.lnf_b, self.eps), gemv)
+
+    def logits_head(self, h: torch.Tensor, gemv: bool = False) -> torch.Tensor:
+        """The LM head's product in this decoder's layout: ``h`` ``[batch, d_model]`` -> ``[batch, vocab]``."""
         if gemv:
             return (self.head * h).sum(-1).view(1, -1)
         if self.head_packed is not None:

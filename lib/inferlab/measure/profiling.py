@@ -3,6 +3,9 @@
 - ``profile_step(step)``: one decode step's time by group (matrix products, attention, norms and
   activations, other operators) plus the Python & dispatch time around them. A ``torch.compile``d
   step shows as one group, "compiled graph (fused)": its generated kernels do every operator at once.
+- ``product_rates(decoder)``: each matrix-vector product of a fast decode step, in the decoder's own
+  layout, against a plain read (``W.sum()``) of the same weights: how near each kernel streams to
+  what the memory can give, and how much of the step the products are.
 - ``peak_bytes(fn)``: the most memory a call allocates while it runs (CPU or CUDA).
 
 The profiler's C++ side prints start/stop lines on the process's stderr; ``quiet_stderr`` hides them.
@@ -19,7 +22,8 @@ from dataclasses import dataclass
 import torch
 from torch.profiler import ProfilerActivity, profile
 
-from ..timing import clock, summarize, time_call
+from ..fast import FastDecoder
+from ..timing import clock, interleave, summarize, time_call
 
 GROUPS = ("matmuls", "attention", "norms & activations", "other ops", "compiled graph (fused)", "Python & dispatch")
 _GROUP_WORDS = (("compiled graph (fused)", ("CompiledFxGraph",)),
@@ -96,6 +100,69 @@ def profile_step(step, *, label: str = "step", repeats: int = 10, warmup: int = 
     groups["Python & dispatch"] = max(0.0, step_s - sum(groups.values()))
     top = sorted(((n, t, c) for n, (t, c) in per_op.items()), key=lambda r: -r[1])[:12]
     return StepProfile(label, step_s, groups, tuple(top))
+
+
+@dataclass(frozen=True)
+class ProductRate:
+    """One kind of matrix-vector product in a decode step (one input row), all layers', against a plain read."""
+
+    name: str  # "qkv", "attn_out", "fc", "mlp_out" (every block's) or "head" (the LM head)
+    shape: tuple[int, int]  # one weight matrix, [out, in]
+    per_step: int  # matrices of this kind in one step (n_layer for a block's, 1 for the head)
+    nbytes: int  # all of them: what these products stream per step
+    product_s: float  # median seconds of all ``per_step`` products in the decoder's layout
+    read_s: float  # median seconds of W.sum() over the same tensors
+
+    @property
+    def product_bytes_per_s(self) -> float:
+        return self.nbytes / self.product_s
+
+    @property
+    def read_bytes_per_s(self) -> float:
+        return self.nbytes / self.read_s
+
+    @property
+    def efficiency(self) -> float:
+        """Read time / product time: 1.0 = the products stream their weights as fast as a plain read."""
+        return self.read_s / self.product_s
+
+    def __repr__(self) -> str:
+        return (f"ProductRate({self.name} [{self.shape[0]}, {self.shape[1]}] x{self.per_step}: "
+                f"{self.product_bytes_per_s / 1e9:.1f} GB/s, a plain read {self.read_bytes_per_s / 1e9:.1f} GB/s, "
+                f"{self.efficiency:.0%})")
+
+
+def product_rates(decoder: FastDecoder, *, repeats: int = 5) -> list[ProductRate]:
+    """Time each kind of product of ``decoder``'s step (every block's four, the LM head) against ``W.sum()``.
+
+    Each timed call runs the products of *every* layer, as a step does, so the weights stream from
+    memory rather than from the CPU's caches. Products run as the decoder's step runs them: eager in
+    its layout or, for a compiled ``"rows"`` decoder, as a compiled reduction ``(W * x).sum(-1)``.
+    Products and reads take turns (``timing.interleave``), so a busy machine slows both alike.
+    """
+    gemv = decoder.compiled and decoder.weights == "rows" and decoder.batch == 1
+    reduce = torch.compile(lambda w, x: (w * x).sum(-1), fullgraph=True, dynamic=False) if gemv else None
+    projs = {"qkv": [b.qkv for b in decoder.blocks], "attn_out": [b.proj for b in decoder.blocks],
+             "fc": [b.fc for b in decoder.blocks], "mlp_out": [b.out for b in decoder.blocks]}
+    kinds = {k: ([p.rows if p.rows is not None else p.w for p in ps],
+                 (lambda x, ps=ps: [reduce(p.rows, x) for p in ps]) if gemv else
+                 (lambda x, ps=ps: [p(x) for p in ps])) for k, ps in projs.items()}
+    head = decoder.head_t if decoder.head_t is not None else decoder.head
+    kinds["head"] = ([head], (lambda x: reduce(head, x)) if gemv else (lambda x: decoder.logits_head(x)))
+    device = decoder.wte.device
+    out = []
+    for name, (weights, fn) in kinds.items():
+        n_in = decoder.d if name != "mlp_out" else 4 * decoder.d
+        x = torch.randn(decoder.batch, n_in, dtype=weights[0].dtype, device=device)
+        with torch.inference_mode():
+            timed = interleave({"product": lambda f=fn, x=x: time_call(lambda: f(x), repeats=repeats, device=device),
+                                "read": lambda ws=weights: time_call(lambda: [w.sum() for w in ws], repeats=repeats,
+                                                                     device=device)}, 2)
+        prod, read = (summarize([t for run in timed[k] for t in run]).median for k in ("product", "read"))
+        w = weights[0]
+        out.append(ProductRate(name, (w.numel() // n_in, n_in), len(weights),
+                               sum(t.numel() * t.element_size() for t in weights), prod, read))
+    return out
 
 
 def peak_bytes(fn: Callable[[], object], device: torch.device | str = "cpu") -> int:

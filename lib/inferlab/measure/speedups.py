@@ -1,6 +1,7 @@
 """Each speed-up technique of notebook 08, measured side by side on this machine.
 
 - ``quant_rows``: weight formats (bytes, speed, perplexity on held-out text), one ``QuantRow`` each.
+- ``prefill_paths``: a long prompt read by the engine and by a fast decoder, interleaved.
 - ``decode_paths``: every way to decode, interleaved (engine, static cache, the fast paths, compiled),
   one ``PathRow`` each; ``compiled_decoder`` builds the compiled one (or says why it cannot).
 - ``scoreboard_rows``: each technique against its baseline, as text for ``viz.speed.scoreboard``.
@@ -15,11 +16,11 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..engine import generate
+from ..engine import generate, prefill
 from ..fast import FastDecoder, onednn_packing
 from ..models import Model
 from ..quantize import heldout_text, perplexity
-from ..timing import interleave, summarize
+from ..timing import interleave, summarize, time_call
 from .kernels import KernelComparison
 from .sweeps import Sweep
 
@@ -89,11 +90,17 @@ def _static_cache_run(model: Model, prompt: str, n: int) -> tuple[float, float, 
 def compiled_decoder(model: Model, slots: int, prompt: str, **kwargs) -> tuple[FastDecoder | None, str | None]:
     """A ``FastDecoder(compile=True)`` compiled now (by a 2-token answer), or ``None`` and why compiling failed.
 
+    With ``weights="auto"`` (the default) the compiled step is one candidate of the measured choice:
+    where an eager layout steps faster here, the decoder returned is that one (``dec.compiled`` False).
+
     ``torch.compile`` needs a C++ compiler on CPUs (and Triton on GPUs); where it cannot compile, the
     callers here leave the compiled path out and say so instead of stopping.
     """
     try:
         dec = FastDecoder(model, slots, compile=True, **kwargs)
+        failed = dec.choice.left_out if dec.choice is not None else {}
+        if failed:  # weights="auto" measured the compiled candidate and it could not run
+            return None, f"torch.compile failed: {next(iter(failed.values()))}"
         dec.generate(prompt, 2, stop_at_eos=False)
         return dec, None
     except Exception as e:  # torch.compile raises many kinds (no compiler, unsupported op ...)
@@ -140,6 +147,18 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
     return [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median,
                     tuple(vals[0][2]), decoders[k].extra_bytes if k in decoders else None)
             for k, vals in results.items()]
+
+
+def prefill_paths(model: Model, decoder: FastDecoder, ids: list[int], *, repeats: int = 3) -> dict[str, float]:
+    """Median seconds to read the prompt ``ids`` (one sequence) into a cache: engine and fast path, interleaved.
+
+    TTFT without tokenizing and sampling: what the roofline's prefill floor bounds.
+    """
+    timed = interleave({"engine": lambda: time_call(lambda: prefill(model, [ids]), repeats=1, warmup=0,
+                                                    device=model.device)[0],
+                        "fast": lambda: time_call(lambda: decoder.prefill([ids]), repeats=1, warmup=0,
+                                                  device=model.device)[0]}, repeats)
+    return {k: summarize(v).median for k, v in timed.items()}
 
 
 # ----------------------------------------------------------------------------- the scoreboard

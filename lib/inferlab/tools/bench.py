@@ -5,8 +5,11 @@ of each): the engine untraced (``inferlab.generate``), the engine recording ever
 (``record="all"``), Hugging Face's ``model.generate()`` (``inferlab.reference_generate``) and the
 fast path (``inferlab.fast.FastDecoder``), eager and compiled (``fast+compile``: ``torch.compile``
 of the decode step; tens of seconds of compiling first, and left out with its reason where this
-PyTorch cannot compile, e.g. no C++ compiler). It prints one table of median TTFT and TPOT with each
-number's ratio to its roofline floor (measured in the same run) and writes a JSON file.
+PyTorch cannot compile, e.g. no C++ compiler). Both fast paths take ``weights="auto"``: the layout
+measured fastest here (``inferlab.fast_choice``), named in the table's notes with its margin. It
+prints one table of median TTFT and TPOT with each number's ratio to its roofline floor (measured in
+the same run), headed by the machine (CPU model, threads, torch, MKL and oneDNN versions, so two
+machines' tables can be compared), and writes the same as JSON.
 
 ``generate()`` reports no per-token times, so its TTFT is the end-to-end time of a 1-token request
 and its TPOT is ``(E2E(N) - E2E(1)) / (N - 1)`` from back-to-back requests in the same repeat.
@@ -19,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import sys
 import time
 from collections.abc import Callable
@@ -30,8 +32,9 @@ import torch
 from ..cost import MachineProfile, Shape, decode_cost, prefill_cost
 from ..engine import decode_step, generate, prefill, reference_generate
 from ..fast import FastDecoder
+from ..fast_choice import cpu_name, library_versions
 from ..measure.machine import measure_bandwidth, measure_machine
-from ..measure.profiling import profile_step
+from ..measure.profiling import product_rates, profile_step
 from ..measure.speedups import bench_prompt, compiled_decoder
 from ..models import Model, load
 from ..timing import interleave, summarize, time_call
@@ -112,7 +115,9 @@ def bench_model(model: Model, *, prompt_tokens: int = 64, new_tokens: int = 32, 
               "weight_bytes": info.weight_bytes, "dtype": str(info.dtype), "device": str(model.device),
               "shape": [info.n_layer, info.n_head, info.d_model, info.vocab_size, info.n_ctx, info.bytes_per_element],
               "prompt_tokens": n_prompt, "new_tokens": new_tokens, "repeats": repeats, "variants": rows,
-              "skipped": skipped}
+              "skipped": skipped, "choices": {k: {"weights": d.weights, "compiled": d.compiled,
+                                                  "summary": d.choice.summary() if d.choice else "given"}
+                                              for k, d in decoders.items()}}
     if profile:
         ids = model.encode(prompt)
         _, cache = prefill(model, [ids])
@@ -122,10 +127,19 @@ def bench_model(model: Model, *, prompt_tokens: int = 64, new_tokens: int = 32, 
             profs.append(profile_step(lambda d=dec: d.step(0), label=f"{name} step", device=model.device))
         result["profiles"] = {p.label: {"step_s": p.step_s, "groups": p.groups,
                                         "top_ops": [list(t) for t in p.top_ops]} for p in profs}
+        result["product_rates"] = {name: [{"name": r.name, "shape": list(r.shape), "per_step": r.per_step,
+                                           "product_s": r.product_s, "read_s": r.read_s, "nbytes": r.nbytes}
+                                          for r in product_rates(dec)] for name, dec in decoders.items()}
     return apply_floors(result, machine)
 
 
-def table(results: list[dict]) -> str:
+def machine_header(info: dict) -> str:
+    """The machine a table was measured on, as one line: CPU, threads, torch, MKL, oneDNN."""
+    return (f"machine: {info.get('cpu', '?')}, {info.get('threads', '?')} threads, torch {info.get('torch', '?')}, "
+            f"MKL: {info.get('mkl', '?')}, oneDNN: {info.get('onednn', '?')}")
+
+
+def table(results: list[dict], machine_info: dict | None = None) -> str:
     """All results as one fixed-width text table (medians in ms, ratios to the floor and to generate())."""
     head = (f"{'model':<22}{'variant':<15}{'TTFT ms':>10}{'x floor':>9}{'TPOT ms':>10}{'x floor':>9}"
             f"{'x read floor':>14}{'TPOT min-max ms':>18}{'TPOT x generate()':>19}")
@@ -148,12 +162,21 @@ def table(results: list[dict]) -> str:
                      f"{r['new_tokens']} new tokens, {r['repeats']} interleaved repeats")
         for k, why in r.get("skipped", {}).items():
             notes.append(f"  {k} left out: {why}")
+        for k, c in r.get("choices", {}).items():
+            notes.append(f"  {k} weights chosen by measuring: {c['summary']}")
         for label, p in r.get("profiles", {}).items():
             parts = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in p["groups"].items())
             notes.append(f"  profile of one {label}: {p['step_s'] * 1e3:.2f} ms = {parts} ms")
+        for k, rates in r.get("product_rates", {}).items():
+            parts = ", ".join(f"{x['name']} {x['nbytes'] / x['product_s'] / 1e9:.1f} "
+                              f"({x['read_s'] / x['product_s']:.0%})" for x in rates)
+            total = sum(x["product_s"] for x in rates)
+            notes.append(f"  {k} products, GB/s (share of a plain read of the same bytes): {parts}; "
+                         f"all products {total * 1e3:.2f} ms per step")
     legend = ("floors: TTFT = prefill roofline (max of FLOPs / matmul rate, bytes / copy bandwidth); "
               "TPOT = (weights + KV cache bytes) / copy bandwidth; 'x read floor' uses the read-only bandwidth")
-    return "\n".join([*lines, "", legend, *notes])
+    top = [machine_header(machine_info)] if machine_info else []
+    return "\n".join([*top, *lines, "", legend, *notes])
 
 
 def main(argv=None) -> dict:
@@ -188,13 +211,13 @@ def main(argv=None) -> dict:
     for r in results:
         apply_floors(r, best, read)
     command = "python -m inferlab.tools.bench " + " ".join(sys.argv[1:] if argv is None else argv)
-    out = {"started": started, "command": command,
-           "torch": torch.__version__, "threads": torch.get_num_threads(), "cpu": platform.processor(),
+    versions = library_versions()
+    out = {"started": started, "command": command, "cpu": cpu_name(), **versions,
            "machine_before": before.to_dict(), "machine_after": after.to_dict(), "read_bytes_per_s": read,
            "results": results}
     print(f"machine: {before!r}\n   after: {after!r}\n  floors use the higher copy bandwidth of the two; "
           f"read-only bandwidth (a sum): {read / 1e9:.1f} GB/s")
-    print(table(results))
+    print(table(results, out))
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o))
     print(f"wrote {args.out}")

@@ -47,10 +47,10 @@ def profile_bars(profiles: Sequence, floor_s: float | None = None) -> go.Figure:
                  for lab, v, p in zip(labels, ms, profiles)]
         fig.add_bar(y=labels, x=ms, name=group, orientation="h", marker_color=GROUP_COLORS.get(group),
                     hovertext=hover, hoverinfo="text")
-    fig.update_layout(barmode="stack", legend={"orientation": "h", "y": -0.25})
+    fig.update_layout(barmode="stack")  # legend at the right: below the bars it covered the axis title
     _floor_line(fig, floor_s, "memory floor", vertical=True)
     return base_layout(fig, "Where one decode step's time goes", x="time per decode step (ms)", y="path",
-                       height=180 + 60 * len(profiles))
+                       height=max(260, 180 + 60 * len(profiles)))
 
 
 def top_ops_chart(profile) -> go.Figure:
