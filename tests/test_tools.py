@@ -156,6 +156,49 @@ def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouch
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["01_bad.ipynb", "02_good.ipynb"]
 
 
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(repo), *args], check=True,
+                   capture_output=True)
+
+
+def _git_clone_with_two_notebooks(tmp_path: Path) -> tuple[Path, Path]:
+    clone = _clone(tmp_path)
+    _git(clone, "init", "-q")
+    _git(clone, "add", "notebooks")
+    _git(clone, "commit", "-q", "-m", "course")
+    return clone, sorted((clone / "notebooks").glob("*.ipynb"))[1]
+
+
+def test_check_reads_what_git_holds_so_a_learners_session_does_not_fail_it(tmp_path, capsys, monkeypatch):
+    clone, used = _git_clone_with_two_notebooks(tmp_path)
+    nb = nbformat.read(used, as_version=4)  # a learner's session: cells re-run out of order, one raised, autosaved
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    code[0].execution_count, code[-1].execution_count = 99, 1
+    code[1].outputs = [nbformat.v4.new_output("error", ename="KeyboardInterrupt", evalue="", traceback=[])]
+    nbformat.write(nb, used)
+    monkeypatch.chdir(clone)
+
+    assert notebook_tools.main(["check"]) == 0
+    out = capsys.readouterr().out
+    assert "all executed and fresh" in out and "1 of them differ in your working tree" in out
+    assert notebook_tools.main(["check", "--working-tree"]) == 1  # the file itself is what the learner made
+    assert f"notebooks/{used.name}: has an error output: KeyboardInterrupt" in capsys.readouterr().out
+
+
+def test_check_still_fails_a_notebook_committed_stale(tmp_path, capsys, monkeypatch):
+    clone, used = _git_clone_with_two_notebooks(tmp_path)
+    nb = nbformat.read(used, as_version=4)
+    next(c for c in nb.cells if c.cell_type == "code").source += "\n# edited after it was run"
+    nbformat.write(nb, used)
+    _git(clone, "commit", "-q", "-am", "edit without re-running")
+    monkeypatch.chdir(clone)
+
+    assert notebook_tools.main(["check"]) == 1
+    assert f"notebooks/{used.name}: code changed after the stored outputs were made" in capsys.readouterr().out
+    (clone / "notebooks" / "03_new.ipynb").write_text("{not json")  # untracked: the file itself is read
+    assert notebook_tools.problems(clone / "notebooks" / "03_new.ipynb")[0].startswith("is not valid JSON")
+
+
 # --- export_html ----------------------------------------------------------------------------------------------
 
 

@@ -6,8 +6,10 @@
 It reads the notebooks as stored (executed, on the bundled model), so it needs no kernel and takes
 seconds. Plotly figures are stored as ``application/vnd.plotly.v1+json``; each becomes a ``<div>``
 drawn by the local copy of plotly.js that ships in the ``plotly`` package (written once as
-``plotly.min.js`` next to the pages). Live widgets need a kernel, so in the HTML edition they are
-replaced by a note; every notebook also shows its figures statically.
+``plotly.min.js`` next to the pages). Math is turned into MathML at export time, links between notebooks
+point to the pages, progress bars are dropped and interactive views show a note with the figures they
+held when stored (see ``offline_page``): the pages load nothing from a network. ``docs/GLOSSARY.md``
+becomes ``glossary.html``, which the notebooks link to.
 
 The notebooks and the default ``site/`` folder are those of the course folder the command runs in
 (found as ``notebook_tools check`` finds it). Every notebook is read before anything is written, and the
@@ -27,11 +29,10 @@ import tempfile
 from pathlib import Path
 
 from .notebook_tools import NotebookError, find_root, notebooks_in, read_notebook, shown
+from .offline_page import math_to_mathml, rewrite_links, static_view, strip_cdn_scripts, widget_state
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-WIDGET_NOTE = ('<div class="inferlab-widget-note" style="border:1px dashed #bbb;padding:6px;color:#666">'
-               "Interactive widget: open this notebook in JupyterLab to use it.</div>")
 
 
 def plotly_js_path() -> Path:
@@ -51,22 +52,57 @@ def _figure_html(spec: dict, div_id: str) -> str:
 
 
 def prepare(nb, stem: str):
-    """Turn plotly outputs into embeddable HTML and widget views into notes (in the given notebook object)."""
+    """Make ``nb`` (changed in place) ready for a static page; returns it and its number of figures.
+
+    Plotly outputs become embeddable HTML, Markdown math becomes MathML, widget outputs become their
+    static view (or disappear: progress bars).
+    """
     count = 0
+    state = widget_state(nb.metadata)
+
+    def figure(spec: dict) -> str:
+        nonlocal count
+        count += 1
+        return _figure_html(spec, f"{stem}-fig-{count}")
+
     for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            cell.source = math_to_mathml(cell.source)
+        kept = []
         for out in cell.get("outputs", []):
             data = out.get("data", {})
             if PLOTLY_MIME in data:
-                count += 1
-                data["text/html"] = _figure_html(data[PLOTLY_MIME], f"{stem}-fig-{count}")
-                del data[PLOTLY_MIME]
+                data["text/html"] = figure(data.pop(PLOTLY_MIME))
                 data.pop("text/plain", None)
             elif WIDGET_MIME in data:
-                data.pop(WIDGET_MIME)
-                data["text/html"] = WIDGET_NOTE
-                data.pop("text/plain", None)
+                view = static_view(data, state, figure)
+                if view is None:
+                    continue
+                out["data"] = {"text/html": view}
+            elif "text/markdown" in data:
+                data["text/markdown"] = math_to_mathml("".join(data["text/markdown"]))
+            kept.append(out)
+        if cell.cell_type == "code":
+            cell.outputs = kept
+            if cell.metadata.get("jupyter", {}).get("source_hidden"):  # collapsed in JupyterLab: prose, not code
+                cell.metadata["transient"] = {"remove_source": True}
     nb.metadata.pop("widgets", None)
     return nb, count
+
+
+def _page(exporter, nb) -> str:
+    body, _ = exporter.from_notebook_node(nb)
+    body = rewrite_links(strip_cdn_scripts(body))
+    # Load the local plotly.js before the first figure's script runs.
+    return body.replace("<head>", '<head>\n<script src="plotly.min.js"></script>', 1)
+
+
+def glossary_page(exporter, glossary: Path) -> str:
+    """``docs/GLOSSARY.md`` as a page styled like the notebooks (one Markdown cell, math and links converted)."""
+    import nbformat
+
+    text = glossary.read_text(encoding="utf-8")
+    return _page(exporter, nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(math_to_mathml(text))]))
 
 
 def check_out_dir(out_dir: Path) -> Path:
@@ -93,8 +129,11 @@ def _pages(notebooks: list[Path]) -> dict[Path, object]:
     return read
 
 
-def export(out_dir: Path, notebooks: list[Path]) -> list[tuple[str, int]]:
-    """Write one page per notebook, ``index.html`` and ``plotly.min.js`` into ``out_dir``."""
+def export(out_dir: Path, notebooks: list[Path], glossary: Path | None = None) -> list[tuple[str, int]]:
+    """Write one page per notebook, ``index.html``, ``plotly.min.js`` and ``glossary.html`` into ``out_dir``.
+
+    ``glossary`` defaults to ``docs/GLOSSARY.md`` of the course the first notebook belongs to (skipped if absent).
+    """
     from nbconvert import HTMLExporter
 
     existing = check_out_dir(Path(out_dir))
@@ -108,20 +147,23 @@ def export(out_dir: Path, notebooks: list[Path]) -> list[tuple[str, int]]:
         shutil.copy(plotly_js_path(), build / "plotly.min.js")
         for path, nb in books.items():
             nb, n_figs = prepare(nb, path.stem)
-            body, _ = exporter.from_notebook_node(nb)
-            # Load the local plotly.js before the first figure's script runs.
-            body = body.replace("<head>", '<head>\n<script src="plotly.min.js"></script>', 1)
-            (build / f"{path.stem}.html").write_text(body, encoding="utf-8")
+            (build / f"{path.stem}.html").write_text(_page(exporter, nb), encoding="utf-8")
             pages.append((path.stem, n_figs))
         items = "\n".join(f'<li><a href="{html.escape(s)}.html">{html.escape(s)}</a> ({n} figures)</li>'
                           for s, n in pages)
+        extra = ""
+        glossary = glossary or Path(notebooks[0]).absolute().parent.parent / "docs" / "GLOSSARY.md"
+        if glossary.is_file():
+            (build / "glossary.html").write_text(glossary_page(exporter, glossary), encoding="utf-8")
+            extra = '<p><a href="glossary.html">Glossary</a>: every term of the course in a sentence or two.</p>'
+
         (build / "index.html").write_text(
             "<!doctype html><html><head><meta charset='utf-8'><title>inferlab: the course</title></head>"
             "<body style='font-family:sans-serif;max-width:50em;margin:2em auto'>"
             "<h1>inferlab: how a language model answers a prompt</h1>"
             "<p>The offline edition of the course: every notebook as executed on the bundled model. "
             "Works without a network. To run the cells and use the widgets, open the notebooks in JupyterLab.</p>"
-            f"<ol>{items}</ol></body></html>", encoding="utf-8")
+            f"<ol>{items}</ol>{extra}</body></html>", encoding="utf-8")
         if out_dir.exists():
             for page in build.iterdir():
                 os.replace(page, out_dir / page.name)

@@ -9,6 +9,12 @@ them. ``execute`` runs a notebook top to bottom and stamps a hash of its code ce
 ``check`` (and ``tests/test_notebooks_stored.py``) fails when a notebook was edited after it was run,
 was never run, has an error output, or cannot be read.
 
+What it checks is what git holds: in a git checkout, a tracked notebook is read from git's index (the
+committed version, or the staged one), not from the working tree. A learner who opened, ran and autosaved
+notebooks in JupyterLab still passes ``bash tests/run.sh`` and can still pull updates; a notebook committed
+stale still fails. ``check --working-tree`` checks the files as they are (a contributor, before ``git add``).
+Outside git, or for an untracked notebook, the file itself is read.
+
 Which notebooks: those of the course folder you run the command in, never the ones next to the
 imported library (a second clone checks its own notebooks). The course folder is ``--root`` when
 given, otherwise the nearest folder at or above the current directory that holds a ``notebooks/``
@@ -25,6 +31,7 @@ import argparse
 import hashlib
 import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -64,11 +71,35 @@ def notebooks_in(root: Path) -> list[Path]:
     return sorted(folder.glob("*.ipynb"))
 
 
-def read_notebook(path: Path):
-    """Read ``path`` as an nbformat-4 notebook, or raise ``NotebookError`` saying why it is not one."""
-    import nbformat
+def git_text(path: Path) -> str | None:
+    """``path`` as git's index holds it (committed or staged), or None: not in a git checkout, untracked, no git."""
+    path = Path(path).absolute()
+    try:
+        got = subprocess.run(["git", "-C", str(path.parent), "show", f":./{path.name}"],
+                             capture_output=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if got.returncode != 0:
+        return None
+    return got.stdout.decode("utf-8", errors="replace")
 
+
+def stored_text(path: Path, working_tree: bool = False) -> str | None:
+    """The notebook text the checks read: git's copy when git tracks ``path`` (unless ``working_tree``), else None.
+
+    None means "read the file itself"; callers pass the result on to ``read_notebook(path, text)``.
+    """
+    return None if working_tree else git_text(path)
+
+
+def read_notebook(path: Path, text: str | None = None):
+    """Read ``path`` (or ``text``, its contents from elsewhere, e.g. git) as an nbformat-4 notebook.
+
+    Raises ``NotebookError`` saying why it is not one.
+    """
     path = Path(path)
+    if text is not None:
+        return _parse(path, text)
     if path.is_dir():
         raise NotebookError(f"{shown(path)}: is a folder, not a notebook. Fix: pass a .ipynb file inside it.")
     if path.suffix != ".ipynb":
@@ -80,6 +111,12 @@ def read_notebook(path: Path):
         raise NotebookError(f"{shown(path)}: no such file. Fix: check the name (ls notebooks/).") from None
     except (OSError, UnicodeDecodeError) as e:
         raise NotebookError(f"{shown(path)}: cannot be read ({type(e).__name__}: {e}).") from None
+    return _parse(path, text)
+
+
+def _parse(path: Path, text: str):
+    import nbformat
+
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -106,10 +143,13 @@ def code_hash(nb) -> str:
     return h.hexdigest()
 
 
-def problems(path: Path) -> list[str]:
-    """What is wrong with a stored notebook, one sentence each (empty list when it is executed and fresh)."""
+def problems(path: Path, working_tree: bool = False) -> list[str]:
+    """What is wrong with a stored notebook, one sentence each (empty list when it is executed and fresh).
+
+    Reads what git holds for ``path`` when git tracks it, else the file (``working_tree=True``: always the file).
+    """
     try:
-        nb = read_notebook(path)
+        nb = read_notebook(path, stored_text(path, working_tree))
     except NotebookError as e:
         return [str(e).split(": ", 1)[1]]
     out = []
@@ -203,6 +243,9 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("notebooks", nargs="*", type=Path, help="notebook files (default: every notebooks/*.ipynb)")
         p.add_argument("--root", type=Path, default=None,
                        help="the course folder (default: the nearest folder at or above here holding notebooks/)")
+        if name == "check":
+            p.add_argument("--working-tree", action="store_true",
+                           help="check the files as they are, not what git holds (before you git add them)")
         if name == "execute":
             p.add_argument("--timeout", type=_positive_int, default=900, help="seconds per cell (default: 900)")
     return ap
@@ -233,12 +276,18 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{shown(p)}: interrupted; the stored notebook is unchanged.", file=sys.stderr)
                 return 130
         return 1 if bad else 0
+    edited = 0
     for p in paths:
-        for issue in problems(p):
+        held = stored_text(p, args.working_tree)
+        edited += held is not None and p.is_file() and held != p.read_text(encoding="utf-8", errors="replace")
+        for issue in problems(p, args.working_tree):
             print(f"{shown(p)}: {issue}")
             bad += 1
     where = f" in {folder.resolve()}" if folder else ""
     print(f"checked {len(paths)} notebook(s){where}: " + (f"{bad} problem(s)" if bad else "all executed and fresh"))
+    if edited:
+        print(f"({edited} of them differ in your working tree, e.g. opened in JupyterLab: checked as git holds them; "
+              "--working-tree checks the files)")
     return 1 if bad else 0
 
 

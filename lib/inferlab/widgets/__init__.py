@@ -6,8 +6,12 @@ a function that runs it (``logits_for``), or the widget is a live run by design 
 A static export (HTML, nbviewer) shows no live widget: every notebook also displays the default state as
 a plain figure next to the widget.
 
+Every view is wrapped in ``titled(view, "What it is: run the cell to use it")`` before it is returned, so a
+stored notebook shows that sentence (not ``VBox(children=(HBox(...``) where no kernel draws the widget:
+GitHub, nbviewer, a notebook opened before its cells run.
+
 Submodules by topic: ``widgets.start``, ``widgets.tokens``, ``widgets.embeddings``, ``widgets.attention``,
-``widgets.kvcache``, ``widgets.sampling``, ``widgets.streaming``.
+``widgets.kvcache``, ``widgets.sampling``, ``widgets.streaming``, ``widgets.selfcheck``.
 """
 
 from __future__ import annotations
@@ -23,6 +27,32 @@ def message(text: str, kind: str = "error") -> str:
     """HTML for a readable message inside a widget (instead of a traceback)."""
     color = {"error": "#b00020", "info": "#555", "ok": "#1b5e20"}.get(kind, "#555")
     return f'<div style="color:{color};font-family:sans-serif;padding:4px">{html.escape(text)}</div>'
+
+
+def titled(view: w.Widget, title: str, static_html: str | None = None) -> w.Widget:
+    """``view`` itself, displayed with ``title`` as its text and HTML representation where no kernel draws it.
+
+    ``static_html`` (optional) replaces the HTML representation with a full static version of the view
+    (the offline HTML edition shows it instead of "open this notebook in JupyterLab"), e.g. a self-check's
+    questions with their answers in ``<details>``. Example::
+
+        return titled(w.VBox([slider, out]), "Attention explorer: run the cell to use the sliders")
+    """
+    text = " ".join(str(title).split())
+    page = static_html if static_html is not None else (
+        f'<div class="inferlab-view-title" style="color:#555;font-style:italic">{html.escape(text)}</div>')
+    if static_html is not None and 'class="inferlab-static' not in static_html:
+        page = f'<div class="inferlab-static">{static_html}</div>'
+    base = type(view)._repr_mimebundle_
+
+    def bundle(**kwargs):
+        data = base(view, **kwargs) or {}
+        return {**data, "text/plain": text, "text/html": page}
+
+    # IPython looks the method up on the object, so an instance attribute is enough (no subclass per view).
+    view._repr_mimebundle_ = bundle
+    view.add_class("inferlab-titled")
+    return view
 
 
 def error_box() -> w.HTML:

@@ -1,0 +1,127 @@
+"""Self-checks: a few questions at the end of each notebook, answered in a widget, each choice explained.
+
+    from inferlab.widgets.selfcheck import self_check
+    self_check("04")        # the questions of notebook 04, from data/selfcheck/04.json
+
+A question is either multiple choice (every choice carries ``correct`` and ``why``: the explanation shown
+when the learner picks it) or numeric (``answer``, ``tolerance``, ``unit`` and one ``why``). Where no kernel
+draws the widget (the offline HTML edition, nbviewer), the same questions show as a list with each answer
+in a ``<details>`` block.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import ipywidgets as w
+
+from ..errors import bad_value
+from ..paths import REPO
+from . import message, titled
+
+QUESTIONS_DIR = REPO / "data" / "selfcheck"
+
+
+@dataclass(frozen=True)
+class Choice:
+    text: str
+    correct: bool
+    why: str
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question: ``choices`` for multiple choice, or ``answer`` (+ ``tolerance``, ``unit``) for a number."""
+
+    text: str
+    choices: tuple[Choice, ...] = ()
+    answer: float | None = None
+    tolerance: float = 0.0
+    unit: str = ""
+    why: str = ""
+
+    @property
+    def numeric(self) -> bool:
+        return self.answer is not None
+
+
+def load_questions(notebook: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
+    """The questions of ``notebook`` ("04"), read from ``folder/04.json``."""
+    path = Path(folder) / f"{notebook}.json"
+    if not path.is_file():
+        known = sorted(p.stem for p in Path(folder).glob("*.json"))
+        raise bad_value("notebook", notebook, f"one of {known}", "pass the notebook's two-digit number, e.g. '04'")
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    return [Question(q["question"], tuple(Choice(c["text"], bool(c.get("correct")), c["why"])
+                                          for c in q.get("choices", [])),
+                     q.get("answer"), q.get("tolerance", 0.0), q.get("unit", ""), q.get("why", ""))
+            for q in raw["questions"]]
+
+
+def grade(question: Question, answer: int | float | str | None) -> tuple[bool | None, str]:
+    """(right?, what to tell the learner) for ``answer``: a choice's index, or a number (text is parsed).
+
+    ``None`` for "right?" means there was nothing to grade (no choice made, or not a number).
+    """
+    if question.numeric:
+        try:
+            value = float(str(answer).replace(",", ""))
+        except ValueError:
+            return None, "Type a number first (digits, an optional decimal point)."
+        ok = abs(value - question.answer) <= question.tolerance
+        head = "Right." if ok else f"Not quite: the answer is {question.answer:g} {question.unit}".rstrip() + "."
+        return ok, f"{head} {question.why}"
+    if answer is None:
+        return None, "Pick an answer first."
+    choice = question.choices[int(answer)]
+    return choice.correct, ("Right. " if choice.correct else "Not this one. ") + choice.why
+
+
+def static_html(questions: list[Question], notebook: str) -> str:
+    """The questions as HTML with each answer and its explanation folded in ``<details>`` (no kernel needed)."""
+    items = []
+    for q in questions:
+        if q.numeric:
+            options, answer = "", f"<p><b>{q.answer:g} {html.escape(q.unit)}</b>. {html.escape(q.why)}</p>"
+        else:
+            options = "<ul>" + "".join(f"<li>{html.escape(c.text)}</li>" for c in q.choices) + "</ul>"
+            answer = "<ul>" + "".join(
+                f"<li>{'✔' if c.correct else '✘'} <b>{html.escape(c.text)}</b>: {html.escape(c.why)}</li>"
+                for c in q.choices) + "</ul>"
+        items.append(f"<li><p>{html.escape(q.text)}</p>{options}"
+                     f"<details><summary>Answer</summary>{answer}</details></li>")
+    return (f'<div class="inferlab-static inferlab-selfcheck"><h3>Self-check ({notebook})</h3>'
+            f"<ol>{''.join(items)}</ol></div>")
+
+
+def _question_box(number: int, q: Question) -> w.VBox:
+    prompt = w.HTML(f"<b>{number}.</b> {html.escape(q.text)}")
+    if q.numeric:
+        entry = w.Text(placeholder=f"a number{f' ({q.unit})' if q.unit else ''}",
+                       layout=w.Layout(width="220px"))
+    else:
+        entry = w.RadioButtons(options=[(c.text, i) for i, c in enumerate(q.choices)], value=None,
+                               layout=w.Layout(width="auto"))
+    check, feedback = w.Button(description="Check", layout=w.Layout(width="90px")), w.HTML("")
+
+    def on_check(_=None):
+        ok, why = grade(q, entry.value)
+        feedback.value = message(why, {True: "ok", False: "error", None: "info"}[ok])
+
+    check.on_click(on_check)
+    box = w.VBox([prompt, w.HBox([entry, check], layout=w.Layout(align_items="flex-start")), feedback])
+    box.add_class("inferlab-selfcheck-question")
+    return box
+
+
+def self_check(notebook: str, folder: Path = QUESTIONS_DIR) -> w.VBox:
+    """The self-check widget of ``notebook`` ("04"): each question, a Check button, the explanation."""
+    questions = load_questions(notebook, folder)
+    box = w.VBox([w.HTML(f"<h3>Self-check ({len(questions)} questions)</h3>"),
+                  *(_question_box(i, q) for i, q in enumerate(questions, start=1))])
+    box.add_class("inferlab-selfcheck")
+    return titled(box, f"Self-check: {len(questions)} questions; run the cell to answer them",
+                  static_html=static_html(questions, notebook))
