@@ -12,6 +12,7 @@ import inferlab as il
 from inferlab import _hf, hooks, measure
 from inferlab import attention as A
 from inferlab.viz import attention as va
+from inferlab.viz import heads as vh
 from inferlab.viz import show_token
 from inferlab.widgets import attention as wa
 
@@ -186,3 +187,54 @@ def test_explorer_widget(model, pat):
     assert ex.patterns.shape[2] == len(model.encode("Hello there, friend")) and "Recorded" in ex.status.value
     with pytest.raises(TypeError, match="Patterns"):
         wa.attention_explorer("not patterns")
+    assert repr(ex).startswith("Attention explorer:") and "layer 1, head 2" in repr(ex)
+    bundle = ex._repr_mimebundle_()  # what a stored notebook shows before the cell runs
+    assert bundle["text/plain"].startswith("Attention explorer: ") and "Interactive view" in bundle["text/html"]
+
+
+# ----------------------------------------------------------------------------- lines view, flash tiles
+def three_tokens(heads: int = 1) -> A.Patterns:
+    """A hand-made pattern over 3 tokens: row 0 all on itself, row 1 a quarter back, row 2 spread 0.2/0.3/0.5."""
+    one = torch.tensor([[1.0, 0.0, 0.0], [0.25, 0.75, 0.0], [0.2, 0.3, 0.5]])
+    return A.Patterns([10, 11, 12], ["a", " b", " c"], one.expand(1, heads, 3, 3).clone())
+
+
+def test_lines_figure_widths_are_the_weights():
+    fig = vh.lines_figure(three_tokens(), 0, 0, min_weight=0.0, max_width=8)
+    # the six allowed (query, key) pairs, width = 8 px x weight
+    widths = {(s.y0, s.y1): s.line.width for s in fig.layout.shapes}
+    assert widths == pytest.approx({(0, 0): 8.0, (1, 0): 2.0, (1, 1): 6.0, (2, 0): 1.6, (2, 1): 2.4, (2, 2): 4.0})
+    assert all(s.x0 < s.x1 for s in fig.layout.shapes)  # from the looking token (left) to the looked-at (right)
+    assert len(vh.lines_figure(three_tokens(), 0, 0, min_weight=0.21).layout.shapes) == 5  # 0.2 dropped
+    assert [(s.y0, s.y1) for s in vh.lines_figure(three_tokens(), 0, 0, query=2).layout.shapes] == [
+        (2, 0), (2, 1), (2, 2)]
+    both = vh.lines_figure(three_tokens(heads=2), 0, None)  # every head overlaid, one colour each
+    assert len(both.layout.shapes) == 2 * 6 and len({s.line.color for s in both.layout.shapes}) == 2
+    assert list(fig.data[0].text) == ["0 a", "1 ·b", "2 ·c"]
+    with pytest.raises(ValueError, match="head"):
+        vh.lines_figure(three_tokens(), 0, 5)
+
+
+def test_flash_tiles_figure_holds_one_tile():
+    fig = vh.flash_tiles_figure(tokens=8, tile=4)
+    eager, flash = fig.data
+    assert sum(v is not None for row in eager.z for v in row) == 8 * 9 // 2  # the causal half, all in memory
+    # query tile 1 (rows 4..7): its causal part of key tile 1 on chip (1+2+3+4 = 10 cells), key tile 0 (4 x 4) folded in
+    on_chip = sum(v == 1.0 for row in flash.z for v in row)
+    folded = sum(v is not None and v < 1.0 for row in flash.z for v in row)
+    assert (on_chip, folded) == (10, 16)
+    assert all(v is None for row in flash.z[:4] for v in row)  # other query tiles: nothing stored
+    with pytest.raises(ValueError, match="tile"):
+        vh.flash_tiles_figure(tokens=4, tile=8)
+
+
+def test_lines_view_widget(pat):
+    view = wa.lines_view(pat)
+    assert "inferlab-lines-view" in view._dom_classes and "inferlab-lines-head" in view.head._dom_classes
+    assert view.head.value == wa.ALL and "every head" in view.figures["lines"].layout.title.text
+    assert "mean of every head" in view.figures["map"].layout.title.text
+    view.layer.value, view.head.value, view.query.value = 1, 2, 3
+    assert "Layer 1, head 2, token 3 only" in view.figures["lines"].layout.title.text
+    assert {s.y0 for s in view.figures["lines"].layout.shapes} == {3}
+    assert "Layer 1, head 2" in view.figures["map"].layout.title.text
+    assert repr(view) == f"Lines view: {pat.shape[2]} tokens, layer 1, head 2"

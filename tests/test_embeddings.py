@@ -202,6 +202,9 @@ def test_neighbour_bars(toy):
     with pytest.raises(ValueError, match="no neighbours"):
         ve.neighbour_bars(toy.nearest(40000))
     assert len(ve.neighbour_bars(nb, show_chance=False).data) == 1
+    fig = ve.neighbour_bars(nb, lines={"random pairs: median": 0.76, "random pairs: 99th percentile": 0.99})
+    assert [list(t.x) for t in fig.data[2:]] == [[0.76, 0.76], [0.99, 0.99]] and fig.data[3].line.dash == "dash"
+    assert fig.data[3].name == "random pairs: 99th percentile"
 
 
 def test_pca_scatter(toy):
@@ -217,7 +220,7 @@ def test_pca_scatter(toy):
 def test_neighbour_widget_messages(toy):
     box = we.neighbour_search(toy, "king", k=5)
     word, note = box.children[0].children[0], box.children[2]
-    assert "beat the score" in note.value
+    assert "above the median of random pairs" in note.value and "beat the same rank" in note.value
     word.value = "duke"
     assert "not one token" in note.value
     word.value = ""
@@ -233,3 +236,51 @@ def test_pca_widget_messages(toy):
     assert "duke" in note.value and "qwxzv" in note.value
     extra.value = ", ".join(["day"] * 60)
     assert "too many" in note.value
+
+
+# ----------------------------------------------------------------------------- a neighbour against its own background
+def test_background_by_hand(toy):
+    # The query (id 0) is (1, 0). Learned rows: (0, 1) cos 0, (1, 1) cos 0.7071, (-1, 0) cos -1, (3, 4) cos 0.6;
+    # (2, 0) would score 1 but is a shared copy, so it is left out.
+    wte = torch.tensor([[1.0, 0], [0, 1], [1, 1], [-1, 0], [3, 4], [2, 0]])
+    shared = torch.tensor([False, False, False, False, False, True])
+    s = E.VocabSpace(toy.tokenizer, wte, torch.nn.functional.normalize(wte, dim=-1), shared)
+    median, top = s.background(0, share=0.999)
+    assert median == pytest.approx(0.0)  # sorted -1, 0, 0.6, 0.7071: torch's median is the lower middle one
+    assert top == pytest.approx(0.6 + 0.1071 * 0.997, abs=1e-3)  # 0.999 of the way: index 2.997 of 0..3
+    with pytest.raises(ValueError, match=r"share=1\.5"):
+        s.background(0, share=1.5)
+
+
+def test_narrate_neighbours_says_what_is_and_is_not_above():
+    from inferlab.narrate import n02
+    low = n02.neighbours(" king", [0.57, 0.3], [" day", " x"], [0.21, 0.2], 0.76, 0.99, 0.01)
+    assert "None of the neighbours scores even as high as a typical random pair" in low
+    assert "1 of 2 beat the score at their rank" in low and "lean the same way" in low
+    some = n02.neighbours(" king", [0.8, 0.2], [" queen", " day"], [0.2, 0.6], 0.3, 0.9, 0.25)
+    assert "None is in that top 1%; 1 of 2 scores above the median" in some and "[' queen']" in some
+    assert "lean the same way" not in some  # the query leans like the rest: no such explanation
+    top = n02.neighbours(" king", [0.95, 0.5], [" queen", " day"], [0.9, 0.6], 0.1, 0.9, 0.05)
+    assert "1 of the 2 neighbours are above that 1%: [' queen']" in top and "Nor does any neighbour" in top
+
+
+def test_narrate_shared_rows_both_branches():
+    from inferlab.narrate import n02
+    high = n02.shared_rows(31_075, 50_257, 0.76)
+    assert "**31,075**" in high and "62%" in high and "lean the same way" in high
+    low = n02.shared_rows(0, 50_257, 0.02)
+    assert "No row is a shared copy" in low and "Near zero" in low
+
+
+def test_narrate_embedding_findings_both_branches():
+    from inferlab.narrate import n02
+    assert "more than twice as long" in n02.row_strips(5, 160, 0.56, 2.34, 0.648)
+    assert "direction of the row" in n02.row_strips(5, 160, 1.0, 1.5, 0.3)
+    assert "**do** have smooth" in n02.position_smoothness(0.30, -0.01, 0.0, 0.0, 100)
+    assert "gives 0.00 and 0.00" in n02.position_smoothness(0.30, -0.01, -0.001, -0.004, 100)  # never "-0.00"
+    assert "little smooth structure" in n02.position_smoothness(0.05, 0.0, 0.0, 0.0, 100)
+    assert "token part is larger" in n02.token_vs_position(1.09, 0.68)
+    assert "as large or larger" in n02.token_vs_position(0.5, 0.68)
+    table = n02.cohesion({"family": (0.64, 0.18), "days": (0.83, 0.74)}, kept=0.36)
+    assert "| family | 0.64 | 0.18 | +0.46 |" in table and "**family**." in table and "keeps 36%" in table
+    assert "No group is clearly above" in n02.cohesion({"days": (0.83, 0.74)}, kept=0.36)

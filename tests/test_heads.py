@@ -1,15 +1,20 @@
-"""What the heads do: scores of ideal heads, induction on a repeated sequence, entropy, the logit lens."""
+"""What the heads do: scores of ideal heads, induction on trained tokens (and when it can be claimed), entropy,
+the logit lens, and switching heads off."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import inferlab as il
+from inferlab import _hf, heads, hooks
 from inferlab import attention as A
-from inferlab import heads
+from inferlab.narrate import n03
 from inferlab.viz import attention as va
+from inferlab.viz import heads as vh
 from inferlab.viz import show_token
+from inferlab.widgets import attention as wa
 
 
 @pytest.fixture(scope="module")
@@ -91,3 +96,122 @@ def test_score_entropy_lens_figures(model, pat):
     fig = va.logit_lens_figure(lens)
     assert list(fig.data[0].y) == lens.layer_names
     assert repr(show_token(lens.top_pieces[-1][0][0])) in fig.data[0].customdata[-1][0]
+
+
+# ----------------------------------------------------------------------------- trained tokens, honest verdicts
+def test_token_pool_is_the_most_frequent_tokens(model):
+    pool = heads.token_pool(model, " z y z x z y", size=2)  # " z" three times, " y" twice, " x" once
+    assert [model.decode([i]) for i in pool] == [" z", " y"]
+    with pytest.raises(ValueError, match="text"):
+        heads.token_pool(model, "aaaa" if len(model.encode("aaaa")) == 1 else "a")
+
+
+def test_head_scores_on_trained_tokens(model, pat):
+    pool = heads.token_pool(model, il.quantize.heldout_text(), size=60)
+    ids = heads.random_repeated_ids(model, 10, seed=2, pool=pool)
+    assert ids[0] == model.eos_id and ids[1:11] == ids[11:] and set(ids[1:]) <= set(pool)
+    scores = heads.head_scores(model, pat, repeat_len=10, seed=2, pool=pool)
+    assert scores.repeated.ids == ids
+    with pytest.raises(ValueError, match="repeat_len"):
+        heads.random_repeated_ids(model, 61, pool=pool)  # more distinct tokens than the pool has
+
+
+def scores_with(induction_at: tuple[int, int], previous_at: tuple[int, int] | None, value: float = 0.5):
+    """Hand-made HeadScores [3 layers, 2 heads]: even-spread 0.1 everywhere, one strong head of each kind given."""
+    prev, ind = torch.full((3, 2), 0.1), torch.full((3, 2), 0.1)
+    ind[induction_at] = value
+    if previous_at is not None:
+        prev[previous_at] = 0.9
+    return heads.HeadScores(prev, torch.full((3, 2), 0.1), ind, {"previous": 0.1, "first": 0.1, "induction": 0.1},
+                            repeated=None, repeat_len=4)
+
+
+def test_induction_check_needs_an_earlier_previous_token_head():
+    assert scores_with((2, 1), (0, 1)).induction_check().is_induction
+    assert scores_with((2, 1), (0, 1)).induction_check().previous_before == [(0, 1, pytest.approx(0.9))]
+    assert not scores_with((0, 1), (0, 0)).induction_check().is_induction  # layer 0: nothing earlier
+    assert not scores_with((2, 1), (2, 0)).induction_check().is_induction  # previous-token head not earlier
+    assert not scores_with((2, 1), (0, 1), value=0.15).induction_check().is_induction  # 1.5 x: not above chance
+    assert "not above chance" in n03.head_title(scores_with((2, 1), (0, 1), value=0.15), "induction") or \
+        "not an induction head" in n03.head_title(scores_with((2, 1), (0, 1), value=0.15), "induction")
+    assert n03.head_title(scores_with((0, 1), None), "induction").startswith("Highest induction score, not an")
+    assert n03.head_title(scores_with((2, 1), (0, 1)), "induction").startswith("Top induction head: layer 2, head 1")
+    assert n03.head_title(scores_with((2, 1), None), "previous").startswith("Highest-scoring previous-token head, "
+                                                                            "not above chance")
+    assert "cannot be an induction head" in n03.induction_note(scores_with((0, 1), (0, 0)))
+    assert "no induction head" in n03.induction_note(scores_with((2, 1), (0, 1), value=0.15))
+
+
+# ----------------------------------------------------------------------------- ablation
+def test_nothing_switched_off_matches_the_model_exactly(model, pat):
+    with heads.heads_off(model, []):
+        same = il.forward_full(model, [pat.ids])
+    assert torch.equal(same, il.forward_full(model, [pat.ids]))
+    ab = heads.ablate(model, pat.ids, [])
+    assert ab.loss == ab.loss_off and torch.equal(ab.probs, ab.probs_off) and ab.kl_bits == 0
+
+
+def test_a_head_switched_off_is_zero_in_the_block_by_hand(model, pat):
+    layer, head, hd = 0, 2, model.info.head_dim
+    with heads.heads_off(model, [(layer, head)]):
+        off = A.record_patterns(model, pat.ids)
+    assert hooks.active_hook_count(model.hf) == 0
+    hand = A.layer_by_hand(model, off.residual[layer], layer)
+    merged = hand.merged.clone()
+    merged[:, head * hd:(head + 1) * hd] = 0  # the head's mixed values, switched off
+    w = _hf.block_tensors(model.hf)[layer]
+    mid = hand.x_in + merged @ w.attn_out.weight + w.attn_out.bias
+
+    def ln(x, n):
+        return F.layer_norm(x, (x.shape[-1],), n.weight, n.bias, n.eps)
+
+    out = mid + w.activation(ln(mid, w.ln2) @ w.fc.weight + w.fc.bias) @ w.mlp_out.weight + w.mlp_out.bias
+    assert torch.allclose(out, off.residual[layer + 1], atol=1e-5)
+    assert not torch.allclose(hand.out, off.residual[layer + 1], atol=1e-3)  # the head did contribute
+
+
+def test_ablation_changes_the_output_and_a_layer_is_all_its_heads(model, pat):
+    one = heads.ablate(model, pat.ids, [(1, 0)])
+    assert one.loss_off != one.loss and one.kl_bits > 0
+    H = model.info.n_head
+    layer = heads.ablate(model, pat.ids, [(1, None)])
+    every = heads.ablate(model, pat.ids, [(1, h) for h in range(H)])
+    assert torch.equal(layer.probs_off, every.probs_off) and "L1 off" in repr(layer)
+    T = len(pat.ids)
+    assert heads.ablate(model, pat.ids, [(1, 0)], start=T - 1).loss != one.loss  # scores only the last token
+
+
+def test_hooks_removed_after_errors(model, pat):
+    with pytest.raises(RuntimeError, match="inside"), heads.heads_off(model, [(0, 1), (2, None)]):
+        assert hooks.active_hook_count(model.hf) == 2
+        raise RuntimeError("a failure inside the block")
+    assert hooks.active_hook_count(model.hf) == 0
+    for bad in ([(model.info.n_layer, 0)], [(0, model.info.n_head)], [0], [(0, 1), ("x", 0)]):
+        with pytest.raises((ValueError, TypeError), match=r"Fix"), heads.heads_off(model, bad):
+            pass
+        assert hooks.active_hook_count(model.hf) == 0
+    with pytest.raises(ValueError, match="start"):
+        heads.ablate(model, pat.ids, [(0, 0)], start=0)
+
+
+def test_ablation_figure_and_widget(model, pat):
+    ab = heads.ablate(model, pat.ids, [(1, 2)])
+    top = ab.probs.topk(8).indices.tolist()
+    fig = vh.ablation_figure(ab, {i: model.decode([i]) for i in top})
+    assert list(fig.data[0].y) == pytest.approx(ab.probs[top].tolist())
+    assert list(fig.data[1].y) == pytest.approx(ab.probs_off[top].tolist()) and "layer 1 head 2" in fig.data[1].name
+    runs = []
+
+    def run(specs):
+        runs.append(specs)
+        return heads.ablate(model, pat.ids, specs)
+
+    view = wa.ablation_view(run, lambda i: model.decode([i]), model.info.n_layer, model.info.n_head, start=(1, 2))
+    assert runs == [[(1, 2)]] and "inferlab-ablation" in view._dom_classes
+    view.head.value = wa.ALL
+    assert runs[-1] == [(1, None)] and "every head" in view.figures["next"].data[1].name
+    assert "loss" in view.result.value and repr(view).startswith("Ablation view: layer 1, every head off: loss")
+    broken = wa.ablation_view(lambda specs: heads.ablate(model, [1], specs), str, 2, 2)
+    assert "Could not run" in broken.result.value
+    text = n03.ablation(ab, "the prompt")
+    assert "layer 1, head 2" in text and ("real change" in text or "next to nothing" in text)

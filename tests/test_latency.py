@@ -235,3 +235,148 @@ def test_streaming_view_shows_bad_input_as_a_message(model):
     assert view.trace is None and "prompt" in view.error.value
     view = streaming_view(model, PROMPT, max_new_tokens=3, temperature=-1)
     assert "temperature" in view.error.value
+
+
+# ----------------------------------------------------------------------------- why TTFT is not TPOT (notebook 00)
+def test_first_token_parts_times_the_three_forwards(model):
+    parts = L.first_token_parts(model, PROMPT, repeats=2, warmup=1)
+    assert parts.prompt_tokens == len(model.encode(PROMPT)) and parts.model == model.info.name
+    assert min(parts.prefill_s, parts.one_token_s, parts.decode_s) > 0
+    # the bundled model: 4 layers of d_model 160 (4 x 12 x 160^2 = 1,228,800 block weights), a 50257 x 160 head
+    # (8,041,120); 7 prompt tokens: head 16,082,240 FLOPs of 2 x 9,269,920 + 4 x 4 x 160 x 7 = 18,557,760 -> 86.7%
+    assert round(parts.head_share, 3) == 0.867
+    assert "LM head 87%" in repr(parts)
+    with pytest.raises(ValueError, match="at least 2 tokens"):
+        L.first_token_parts(model, "a")
+
+
+def fake_parts(prefill_s, head_share=0.87) -> L.FirstToken:
+    return L.FirstToken("tiny", 8, prefill_s, 0.010, 0.011, head_share)
+
+
+def test_narrate_first_token_both_outcomes():
+    from inferlab.narrate import n00
+
+    near = n00.first_token(fake_parts(0.012))  # 8 tokens cost 1.2x one token
+    assert "1.2x a single token" in near and "LM head, 87%" in near
+    layers = n00.first_token(fake_parts(0.012, head_share=0.31))
+    assert "Reading every weight once" in layers and "LM head" not in layers
+    far = n00.first_token(fake_parts(0.040))  # 4x one token: the layers' per-token work shows
+    assert "4.0x a single token" in far and "per-token work" in far
+
+
+def test_narrate_per_token_never_calls_a_short_prefill_compute_bound():
+    from inferlab.narrate import n00
+
+    below = n00.per_token(0.008, 8, 0.004, 7.9, 20.0, "gpt2", knee=21)  # 8 prompt tokens, ridge 20 FLOP/B
+    assert "4.0x cheaper" in below and "still limited by memory" in below and "about **21 prompt tokens**" in below
+    above = n00.per_token(0.008, 8, 0.004, 30.0, 20.0, "gpt2")
+    assert "*compute-bound*), as the articles say" in above
+    none = n00.per_token(0.040, 8, 0.004, 7.9, 400.0, "gpt2", knee=None)
+    assert "NOT cheaper" in none and "for no prompt that fits" in none
+
+
+def test_narrate_cold_call_and_two_models():
+    from inferlab.narrate import n00
+
+    assert "(5x faster)" in n00.cold_call(0.050, 0.010)
+    assert "small this time" in n00.cold_call(0.011, 0.010)
+    assert "random weights are enough" in n00.two_models("tiny", 9_000_000, "gpt2", 124_000_000)
+    assert "is full-size" in n00.two_models("gpt2", 124_000_000, "gpt2", 124_000_000)
+
+
+# ----------------------------------------------------------------------------- notebook 07's findings
+def test_narrate_dtypes_explains_by_bytes_both_ways():
+    from inferlab.narrate import n07
+
+    halves = n07.dtypes({"float32": 0.010, "float16": 0.005}, {"float32": 4e8, "float16": 2e8}, "cuda", "gpt2")
+    assert "float16 0.50x the time for 0.50x the bytes" in halves and "half the bytes per weight" in halves
+    slower = n07.dtypes({"float32": 0.010, "bfloat16": 0.030}, {"float32": 4e8, "bfloat16": 2e8}, "cpu", "gpt2")
+    assert "did NOT make decode faster" in slower and "converts each weight" in slower
+    barely = n07.dtypes({"float32": 0.010, "float16": 0.009}, {"float32": 4e8, "float16": 2e8}, "cpu", "gpt2")
+    assert "did NOT make decode faster" in barely  # 0.9x the time for half the bytes is not the bytes' story
+    assert "nothing to compare" in n07.dtypes({"float32": 0.01}, {"float32": 4e8}, "cpu", "gpt2")
+
+
+def test_narrate_model_sizes_and_profile(model):
+    from inferlab.narrate import n07
+
+    trace = il.generate(model, PROMPT, 5, stop_at_eos=False)
+    small, big = fake_measurement(trace, tpot=0.002), fake_measurement(trace, tpot=0.006)
+    text = n07.model_sizes({"gpt2": small, "gpt2-medium": big}, {"gpt2": 124e6, "gpt2-medium": 355e6},
+                           {"gpt2": 0.001, "gpt2-medium": 0.003})
+    assert "2.0x its memory floor" in text and "2.9x the parameters cost 3.0x the TPOT" in text
+    flat = n07.model_sizes({"tiny": small, "gpt2": small}, {"tiny": 9e6, "gpt2": 124e6}, {"tiny": 1e-4, "gpt2": 1e-3})
+    assert "cost only 1.0x the TPOT" in flat
+    mm = n07.step_profile({"matmuls": 0.006, "Python & dispatch": 0.002}, 0.010, "gpt2")
+    assert "matmuls **75%**, Python & dispatch **25%**" in mm and "not per-operation overhead" in mm  # 6 of 8 ms
+    py = n07.step_profile({"matmuls": 0.002, "Python & dispatch": 0.006}, 0.010, "tiny")
+    assert "Python and dispatch (launching each operation), not the weights" in py
+    other = n07.step_profile({"matmuls": 0.002, "attention": 0.001, "norms & activations": 0.005,
+                              "Python & dispatch": 0.0}, 0.010, "gpt2")
+    assert "The largest part was norms & activations" in other and "Python" not in other
+
+
+def test_narrate_hardware_table_is_labelled_computed():
+    from inferlab.narrate import n07
+
+    gpt2 = PUBLISHED_SHAPES["gpt2"]
+    rows = L.hardware_floors({"gpt2": gpt2}, context=0)
+    table = n07.hardware_table(rows)
+    assert table.startswith("**Computed from published specifications, not measured.**")
+    assert "| NVIDIA H200 | 4,800 GB/s |" in table and "NVIDIA H200 Tensor Core GPU datasheet" in table
+    assert table.count("\n| ") == len(L.PUBLISHED_MEMORY) + 1  # header + one row per device
+    assert "(900 -> 3350 GB/s, 3.7x)" in n07.hardware_point(rows, "gpt2")
+
+
+def test_narrate_thinking_says_quality_cannot_be_shown():
+    from inferlab.narrate import n07
+
+    text = n07.thinking(64, 0.138, 0.010, 0.002)
+    assert "2.00 ms per hidden token" in text and "13.8x" in text and "**What this cannot show: quality.**" in text
+
+
+# ----------------------------------------------------------------------------- widgets: replay, peek, reprs
+def test_streaming_view_replays_without_running_the_model(model, monkeypatch):
+    from inferlab.widgets import streaming
+
+    view = streaming_view(model, PROMPT, max_new_tokens=4, stop_at_eos=False)
+    first = view.trace
+    sleeps, shown = [], []
+    monkeypatch.setattr(streaming.time, "sleep", sleeps.append)
+    monkeypatch.setattr(streaming, "stream", lambda *a, **k: pytest.fail("replay must not run the model"))
+    view._show = lambda prompt, answer: shown.append(answer)
+    view.replay(4.0)
+    assert sleeps == [0.25] * 4 and shown[-1] == first.text and view.trace is first
+    assert "slow-motion replay at 4 tokens/s" in view.readout.value and "(done)" in view.readout.value
+    view.replay(0)
+    assert "must be a number &gt; 0" in view.error.value
+
+
+def test_streaming_view_reads_well_before_it_is_run(model):
+    view = streaming_view(model, PROMPT, max_new_tokens=3, run=False)
+    assert repr(view) == "<Streaming view: press Run again to stream an answer>"
+    view.replay()
+    assert "Nothing to replay yet" in view.error.value
+    view.run()
+    bundle = view._repr_mimebundle_()
+    plain = bundle["text/plain"]
+    assert plain.startswith(f"<Streaming view: {PROMPT!r} -> ") and "3 tokens, TTFT" in plain
+    assert "Interactive view" in bundle["text/html"] and "TTFT" in bundle["text/html"]
+
+
+def test_peek_keeps_the_models_order_at_temperature_0():
+    import torch
+
+    from inferlab.widgets import start
+
+    logits = torch.tensor([0.0, 3.0, 1.0, 2.0])  # model's order: 1, 3, 2, 0
+    rows = start.ranked(logits, 0.0, 3)
+    assert [i for i, _, _ in rows] == [1, 3, 2] and [p for _, p, _ in rows] == [1.0, 0.0, 0.0]
+    # at temperature 1: e^3, e^2, e^1 over (1 + e + e^2 + e^3) = 0.6439, 0.2369, 0.0871
+    assert [round(p1, 4) for _, _, p1 in rows] == [0.6439, 0.2369, 0.0871]
+    box = start.next_token_peek(logits, ["a", "b", "c", "d"], n=3)
+    box.children[0].value = 0.0
+    text = box.children[1].children[0].value
+    assert text.index("id 1") < text.index("id 3") < text.index("id 2") and "at temperature 1: 23.7%" in text
+    assert repr(box).startswith("<Next-token peek") and "Interactive view" in box._repr_mimebundle_()["text/html"]

@@ -79,8 +79,48 @@ def test_roofline_points_and_slider():
     assert steps[-1].args[0]["x"][0][0] == pytest.approx(what_if[-1][1].intensity)
     assert fig.layout.xaxis.type == "log" and "FLOP per byte" in fig.layout.xaxis.title.text
     assert len(vr.roofline(MACHINE, points).layout.sliders) == 0
-    with pytest.raises(ValueError, match="measure_machine"):
+    with pytest.raises(ValueError, match="machine_profile"):
         vr.roofline({"bytes_per_s": 1}, points)
+
+
+def test_roofline_keeps_two_models_apart():
+    tiny = Sweep("decode", "context (tokens in the cache)", (8,), ((0.008,),), (1,), model="tiny")
+    points = measure.roofline_points(DECODE, SHAPE, MACHINE) + measure.roofline_points(tiny, SHAPE, MACHINE)
+    assert points[0].model == "gpt2" and points[-1].model == "tiny"
+    fig = vr.roofline(MACHINE, points)
+    measured = {t.name: t for t in fig.data if "measured" in (t.name or "")}
+    assert set(measured) == {"decode, gpt2 (measured)", "decode, tiny (measured)"}
+    assert len(measured["decode, gpt2 (measured)"].x) == 3 and measured["decode, tiny (measured)"].marker.symbol != \
+        measured["decode, gpt2 (measured)"].marker.symbol
+
+
+def test_prefill_per_token_and_the_knee():
+    tiny = Sweep("prefill", "prompt length (tokens)", (8, 64), ((0.004,) * 3, (0.008,) * 3), (8, 64), model="tiny")
+    fig = vr.prefill_per_token([PREFILL, tiny], knee=12)
+    medians = {t.name: t for t in fig.data if "median" in (t.name or "")}
+    assert list(medians["gpt2 (median)"].y) == pytest.approx([20 / 8, 60 / 64, 210 / 256])  # ms per token
+    assert list(medians["tiny (median)"].y) == pytest.approx([0.5, 0.125])
+    knee = next(t for t in fig.data if "compute-bound" in (t.name or ""))
+    assert list(knee.x) == [12, 12] and knee.name.startswith("gpt2: compute-bound from 12 tokens")
+    assert fig.layout.xaxis.type == "log" and list(fig.layout.xaxis.tickvals) == [8, 64, 256]
+    assert not any("compute-bound" in (t.name or "") for t in vr.prefill_per_token([PREFILL]).data)
+    with pytest.raises(ValueError, match="prefill"):
+        vr.prefill_per_token([DECODE])
+
+
+def test_compute_bound_from_by_hand():
+    # ridge 4 FLOP/B (25 GB/s, 100 GFLOP/s): 11 tokens of GPT-2 small do 1.95 GFLOP on ~495 MB (3.9 FLOP/B),
+    # 12 tokens 2.12 GFLOP (4.3 FLOP/B): the first compute-bound prompt is 12 tokens long
+    ridge4 = cost.MachineProfile("cpu", "float32", 25e9, 100e9, 1, 1)
+    assert measure.compute_bound_from(SHAPE, ridge4) == 12
+    assert measure.compute_bound_from(SHAPE, ridge4, batch=4) == 3  # 4 x 3 = 12 tokens read each weight once
+    assert measure.compute_bound_from(SHAPE, cost.MachineProfile("cpu", "float32", 1e9, 1e15, 1, 1)) is None
+
+
+def test_tpot_verdict_repr():
+    v = measure.TpotVerdict(32, 3.2, "int8", 0.26, 0.5, "fast path (eager)", 0.025, 0.020, 0.0025)
+    assert repr(v) == ("TpotVerdict(batch x32 -> step x3.20; int8 (bytes x0.26) -> TPOT x0.50; fast path (eager) "
+                       "at 1.2x the bandwidth floor, 10x the compute floor)")
 
 
 def test_myth_figure():
@@ -146,7 +186,8 @@ def test_cache_timing_figure():
     assert list(lines["without cache (whole sequence)"].y) == pytest.approx([20, 40, 40])
     assert list(lines["max |logit diff|"].y) == [None, 1e-6, 2e-6]  # an exact 0 has no place on a log axis
     assert "1 step(s) exactly 0" in fig.layout.annotations[1].text
-    assert "x" in fig.layout.title.text and fig.layout.yaxis2.type == "log"
+    # median totals: without (0.09, 0.11) -> 0.10 s, with 0.04 s
+    assert "2.5x faster in total with it" in fig.layout.title.text and fig.layout.yaxis2.type == "log"
 
 
 def test_cache_vs_weights_heatmap():
@@ -163,6 +204,9 @@ def test_cache_vs_weights_heatmap():
     assert [b.label for b in buttons] == [c.name for c in cases]
     assert vk.PUBLISHED_NOTE in buttons[1].args[1]["title.text"]
     assert vk.PUBLISHED_NOTE not in buttons[0].args[1]["title.text"]
+    menu = fig.layout.updatemenus[0]  # its own line under the title (at the top right it hid the title)
+    assert menu.x < 0.2 and menu.xanchor == "left" and menu.yanchor == "bottom" and fig.layout.margin.t >= 100
+    assert fig.layout.annotations[0].text == "model:"
     gqa = cases[-1]
     assert gqa.kv_bytes_per_token == 2 * 32 * 8 * 128 * 2  # grouped-query: 8 K/V heads, 16-bit
     assert gqa.crossover_tokens == pytest.approx(gqa.weight_bytes / gqa.kv_bytes_per_token)
@@ -173,6 +217,10 @@ def test_kv_growth_widget():
     layers = fake_layers(tokens=9)
     box = wk.kv_growth(layers, prompt_len=4, pieces=list("abcdefghi"))
     assert isinstance(box, w.VBox)
+    shown = box._repr_mimebundle_()  # what a saved notebook shows before the cell runs again
+    title = "KV cache growth view (5 decode steps, 3 layers, 2 heads): run the cell to use the slider"
+    assert shown["text/plain"] == title and title in shown["text/html"]
+    assert "application/vnd.jupyter.widget-view+json" in shown
     slider, head, info, errors, _ = box.children[0].children + box.children[1:]
     assert slider.max == 5 and slider.value == 5
     assert "application/vnd.plotly.v1+json" in box.children[-1].outputs[0]["data"]

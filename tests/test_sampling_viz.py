@@ -11,7 +11,7 @@ import torch
 
 import inferlab as il
 from inferlab import diversity as dv
-from inferlab.sampling import filter_stages
+from inferlab.sampling import entropy, filter_stages
 from inferlab.viz import sampling as vs
 from inferlab.widgets import sampling as ws
 
@@ -143,6 +143,9 @@ def test_variety_scatter_and_table():
     assert "log-probability" in fig.layout.xaxis.title.text
     table = vs.samples_table(res)
     assert len(table.data[0].cells.values) == 3 and table.data[0].cells.values[2][0] == "b⏎ c"
+    assert table.layout.height == 150 + 2 * (15 + 12)  # two rows of one line each: no empty band below
+    long = [_result("hot", il.SamplingConfig(2.0), ["x" * 186, "d"], -3.0)]  # 93 characters a line at 2 columns
+    assert vs.samples_table([res[0], *long]).layout.height == 150 + (2 * 15 + 12) + (15 + 12)
     with pytest.raises(ValueError, match="distinct-3"):
         vs.variety_vs_likelihood(res, n=3)
 
@@ -221,3 +224,69 @@ def test_playground_refuses_batched_logits():
 def test_stage_report_lists_removed_tokens():
     report = ws.stage_report(filter_stages(toy_logits(), il.SamplingConfig(top_k=8)), PIECES)
     assert "·space" in report and "(8)" in report
+
+
+# ----------------------------------------------------------------------------- sliders beside the number boxes
+def test_playground_sliders_and_boxes_move_together():
+    box = ws.playground(toy_logits(), PIECES, temperature=0.8, top_k=5, top_p=0.9)
+    ctl, sl = box.controls, box.sliders
+    assert (sl["temperature"].value, sl["top_k"].value, sl["top_p"].value) == (0.8, 5, 0.9)
+    sl["top_k"].value = 3  # the slider writes the box, and the view follows
+    assert ctl["top_k"].value == 3 and box.state["config"].top_k == 3
+    ctl["temperature"].value = 1.5  # typing moves the slider
+    assert sl["temperature"].value == 1.5 and box.state["config"].temperature == 1.5
+    ctl["top_k"].value = 5000  # beyond the slider: the slider stops at its end, the typed value stays
+    assert sl["top_k"].value == 200 and ctl["top_k"].value == 5000 and box.state["config"].top_k == 5000
+    ctl["temperature"].value = -1.0  # refused with a message; the link does not "fix" it silently
+    assert ctl["temperature"].value == -1.0 and "temperature=-1.0" in box.errors.value
+
+
+def test_playground_reads_as_a_sentence_before_it_runs():
+    bundle = ws.playground(HAND, PIECES)._repr_mimebundle_()
+    assert bundle["text/plain"].startswith("Sampling playground: temperature, top-k and top-p sliders")
+    assert "run the cell to use it" in bundle["text/html"]
+
+
+def test_one_token_left_reads_in_the_singular_and_entropy_is_not_negative():
+    work = filter_stages(toy_logits(), il.GREEDY)
+    titles = [a.text for a in vs.stage_distributions(work, PIECES).layout.annotations]
+    assert "1 token possible" in titles[-1] and "1 tokens" not in " ".join(titles)
+    assert "10 tokens possible" in titles[0]
+    # float32 rounding can leave a lone token at p = 1.0000001: -p log p = -1.2e-7, which printed as "-0.000"
+    assert f"{entropy(torch.tensor([1.0000001, 0.0])):.3f}" == "0.000"
+
+
+def test_repeated_chips_show_whole_tokens():
+    pieces = ["·Messenger", " a", " very_long_token_name_indeed"]
+    fig = vs.repeated_tokens([0, 1, 2], pieces, n=2)
+    texts = [a.text for a in fig.layout.annotations if a.text and "·" in a.text]
+    assert "·Messenger" in texts  # 10 characters, not cut to "·Messe"
+    assert any(t.endswith("…") and len(t) == 12 for t in texts)  # very long tokens end in an ellipsis
+
+
+def test_narrate_small_temperature_both_branches():
+    from inferlab.narrate import n06
+    text = n06.small_temperature(3.0, 1e-30, True, 1e-5, False)
+    assert r"9 \times 10^{-39}" in text and r"5 \times 10^{-5}" in text  # 3 / 3.4e38 and 3 / 65504, by hand
+    assert "still gave a valid distribution" in text and "failed at $T = 10^{-5}$" in text
+    other = n06.small_temperature(3.0, 1e-39, False, 1e-4, True)
+    assert "float32 already failed" in other and "still coped" in other
+    assert n06.tokens_possible(1) == "1 token possible" and n06.tokens_possible(1200) == "1,200 tokens possible"
+
+
+def test_narrate_sampling_findings_both_branches():
+    from inferlab.narrate import n06
+    assert "remaining 40.0%" in n06.top_candidates(" be", 307, 0.2, 0.6, 15, 50257)
+    assert "the model is sure" in n06.top_candidates(" be", 307, 0.99, 0.995, 15, 50257)
+    assert "lands outside the top 100 with probability 23.8%" in n06.long_tail([0.539, 0.238, 0.044], [10, 100, 1000])
+    assert "the tail is thin" in n06.long_tail([0.05, 0.001, 0.0], [10, 100, 1000])
+    assert "Greedy repeated itself more" in n06.greedy_repetition(0.13, 3, 0.02)
+    assert "did **not** repeat more" in n06.greedy_repetition(0.0, 1, 0.02)
+    # e^2 = 7.389, e^0.5 = 1.649: the effective number of choices
+    cut = n06.stage_effects(0.8, 0.0, 50257, 40, 0.1, 12, 0.05, 2.0, 0.5)
+    assert "kept 12 tokens" in cut and "from 7.4 to 1.6" in cut
+    assert "removed nothing more" in n06.stage_effects(0.8, 0.0, 50257, 40, 0.1, 40, 0.0, 2.0, 1.9)
+    assert "One setting won both" in n06.variety_against_likelihood("T=1", -3.0, "T=1", 0.9, 4, 0.25)
+    assert "One setting" not in n06.variety_against_likelihood("greedy", -1.7, "T=1.5", 1.0, 4, 0.25)
+    assert "With seed 3" in n06.stop_token_search(3, 5, 50256, "x", 6, 0.01)
+    assert "None of 6 seeds" in n06.stop_token_search(None, 0, 50256, "", 6, 0.000628)

@@ -132,17 +132,19 @@ def test_compare_cache_agrees(model):
 def test_compare_cache_runs_both_ways(model, monkeypatch):
     seen, real = [], measure.cache_on_off.generate
 
-    def spy(*args, use_cache, **kwargs):
-        seen.append(use_cache)
-        trace = real(*args, use_cache=use_cache, **kwargs)
+    def spy(model, prompt, new_tokens, *, use_cache, **kwargs):
+        seen.append((use_cache, new_tokens))
+        trace = real(model, prompt, new_tokens, use_cache=use_cache, **kwargs)
         if not use_cache:
             trace.generated_ids[-1] = 0  # mark the uncached runs' tokens
         return trace
 
     monkeypatch.setattr(measure.cache_on_off, "generate", spy)
-    cmp = measure.compare_cache(model, "To be", 3, repeats=2)
-    assert sorted(seen) == [False] * 3 + [True] * 3  # one warm-up and 2 timed runs each way
+    cmp = measure.compare_cache(model, "To be", 5, repeats=2, warmup_tokens=2)
+    # a short warm-up each way (2 tokens: the long uncached run need not run twice), then 2 timed runs each way
+    assert seen[:2] == [(True, 2), (False, 2)] and sorted(seen[2:]) == [(False, 5)] * 2 + [(True, 5)] * 2
     assert cmp.uncached_ids[-1] == 0 and not cmp.tokens_identical and len(cmp.uncached_times) == 2
+    assert len(cmp.cached_times[0]) == 5  # the warm-up is not among the timed runs
 
 
 def test_step_logits_line_up_with_the_steps(model):
@@ -182,6 +184,38 @@ def test_bandwidth_counts_bytes_once_for_reads_and_twice_for_copies(monkeypatch)
     assert measure.measure_bandwidth(mb=2, kind="read") == pytest.approx(2 * mib / 0.25)
     assert measure.measure_bandwidth(mb=2, kind="copy") == pytest.approx(2 * 2 * mib / 0.25)
     assert measure.measure_matmul(n=100) == pytest.approx(2 * 100**3 / 0.25)
+
+
+def test_machine_profile_is_measured_once_and_keeps_the_spread(monkeypatch):
+    rates = iter([[4e9, 5e9, 4.5e9], [40e9, 50e9, 30e9], [6e9], [60e9]])   # bandwidth then matmul, twice
+    calls = []
+
+    def fake_measure(device, dtype, repeats):
+        calls.append((str(device), dtype))
+        bw, mm = next(rates), next(rates)
+        return cost.MachineProfile(str(device), "float32", max(bw), max(mm), 1, 1,
+                                   bytes_per_s_range=(min(bw), max(bw)), flops_per_s_range=(min(mm), max(mm)),
+                                   runs=len(bw))
+
+    monkeypatch.setattr(measure.machine, "measure_machine", fake_measure)
+    monkeypatch.setattr(measure.machine, "_PROFILES", {})
+    first = measure.machine_profile("cpu")
+    assert measure.machine_profile("cpu") is first and len(calls) == 1       # the second call re-used it
+    assert first.bytes_per_s == 5e9 and first.bytes_per_s_range == (4e9, 5e9)
+    assert first.spread == pytest.approx({"bandwidth": 0.25, "matmul": 50 / 30 - 1})   # 5/4 - 1, 50/30 - 1
+    assert "best of 3 runs (spread 25% / 67%)" in repr(first)
+    again = measure.machine_profile("cpu", refresh=True)
+    assert len(calls) == 2 and again.bytes_per_s == 6e9 and measure.machine_profile("cpu") is again
+    assert again.spread == {"bandwidth": 0.0, "matmul": 0.0}
+    with pytest.raises(ValueError, match="dtype"):
+        measure.machine_profile("cpu", dtype="float32")
+
+
+def test_measure_machine_keeps_slowest_and_fastest_run(monkeypatch):
+    monkeypatch.setattr(measure.machine, "time_call", lambda fn, repeats, **kw: [0.5, 0.25, 1.0][:repeats])
+    prof = measure.measure_machine("cpu", copy_mb=1, matmul_n=10, repeats=3)
+    assert prof.bytes_per_s_range == pytest.approx((2 * 2**20 / 1.0, 2 * 2**20 / 0.25)) and prof.runs == 3
+    assert prof.flops_per_s == pytest.approx(2000 / 0.25) and prof.spread["matmul"] == pytest.approx(3.0)
 
 
 # ----------------------------------------------------------------------------- counting against measuring

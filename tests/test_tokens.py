@@ -270,3 +270,130 @@ def test_bpe_stepper_steps():
     assert list(chunk.options) == ["Hello", "·world"]
     st.children[0].children[0].value = ""
     assert "Type a word" in view.value
+
+
+# ----------------------------------------------------------------------------- typing, debounced
+class ManualClock:
+    """A scheduler for ``Debouncer`` that fires only when told: ``fire()`` runs what is still pending."""
+
+    def __init__(self):
+        self.pending = []
+
+    class Handle:
+        def __init__(self, delay, callback):
+            self.delay, self.callback, self.cancelled = delay, callback, False
+
+        def cancel(self):
+            self.cancelled = True
+
+    def __call__(self, delay, callback):
+        self.pending.append(self.Handle(delay, callback))
+        return self.pending[-1]
+
+    def fire(self):
+        live = [h for h in self.pending if not h.cancelled]
+        self.pending = []
+        for h in live:
+            h.callback()
+        return len(live)
+
+
+def test_debouncer_calls_once_with_the_last_value():
+    calls, clock = [], ManualClock()
+    d = wt.Debouncer(calls.append, 0.15, schedule=clock)
+    for text in ["H", "He", "Hel"]:
+        d(text)
+    assert calls == [] and len(clock.pending) == 3 and clock.pending[0].delay == 0.15
+    assert clock.fire() == 1 and calls == ["Hel"]  # two waits were cancelled by later keystrokes
+    d.flush()
+    assert calls == ["Hel"]  # nothing pending: flush does nothing
+
+
+def test_token_box_updates_while_typing_after_the_pause(tok):
+    clock = ManualClock()
+    box = wt.token_box(tok, "Hi", schedule=clock)
+    _, text, view = box.children
+    assert text.continuous_update is True  # every keystroke reaches the kernel, not only on blur
+    text.value = "Hello"
+    text.value = "Hello, world!"
+    assert view.value.count('class="il-chip"') == 1  # still showing "Hi": the wait has not ended
+    clock.fire()
+    assert view.value.count('class="il-chip"') == 4  # 'Hello' ',' ' world' '!'
+
+
+def test_token_box_without_an_event_loop_redraws_at_once(tok):
+    box = wt.token_box(tok, "Hi")  # no running asyncio loop here (plain pytest): no wait
+    box.children[1].value = "Hello, world!"
+    assert box.children[2].value.count('class="il-chip"') == 4
+
+
+def test_views_have_a_readable_text_and_html_form(tok):
+    box = wt.token_box(tok)
+    for view in (box, wt.bpe_stepper(" inference")):
+        bundle = view._repr_mimebundle_()
+        assert not bundle["text/plain"].startswith("VBox(") and "run the cell to use it" in bundle["text/plain"]
+        assert ("token box" if view is box else "bpe stepper") in bundle["text/html"].lower()
+        assert "application/vnd.jupyter.widget-view+json" in bundle  # still a live widget in JupyterLab
+
+
+# ----------------------------------------------------------------------------- chat templates
+def test_chat_text_two_messages_by_hand(tok):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is a token?"}]
+    # ChatML, written out by hand: each message is <|im_start|>role, newline, content, <|im_end|>, newline
+    expected = ("<|im_start|>system\nBe brief.<|im_end|>\n"
+                "<|im_start|>user\nWhat is a token?<|im_end|>\n"
+                "<|im_start|>assistant\n")
+    assert T.chat_text(tok, messages) == expected
+    assert T.chat_text(tok, messages, add_generation_prompt=False) == expected.removesuffix("<|im_start|>assistant\n")
+
+
+def test_gpt2_splits_chat_markers_into_ordinary_pieces(tok):
+    pieces = [p.text for p in T.tokenize(tok, "<|im_end|>").pieces]
+    assert pieces == ["<", "|", "im", "_", "end", "|", ">"]  # 7 ordinary tokens: GPT-2 has no such token
+    assert T.tokenize(tok, "<|endoftext|>").ids == [50256]   # its own special token stays one
+
+
+@pytest.mark.parametrize("bad", [[], "hi", [{"role": "user"}], [{"role": "user", "content": 3}]])
+def test_chat_text_refuses_bad_messages(tok, bad):
+    with pytest.raises(ValueError, match=r"messages=.*Fix"):
+        T.chat_text(tok, bad)
+
+
+# ----------------------------------------------------------------------------- narration (notebook 01)
+def test_narrate_character_cost_both_branches():
+    from inferlab.narrate import n01
+    text = n01.character_cost(n_chars=7, n_bytes=21, n_tokens=14, whole=2)
+    assert "**7 characters**" in text and "2.0 tokens per character" in text and "other 12 hold byte" in text
+    whole = n01.character_cost(n_chars=1, n_bytes=3, n_tokens=1, whole=1)
+    assert "**1 character**" in whole and "**1 token**" in whole and "no character was cut" in whole
+
+
+def test_narrate_article_count_both_branches():
+    from inferlab.narrate import n01
+    more = n01.article_word_count("什么是量子计算", 14, 4)
+    assert "**14**" in more and "3.5x more" in more and "00_start_here.ipynb#the-two-source-articles" in more
+    assert '*"four tokens"* (our translation)' in more and "byte-level BPE" in more
+    same = n01.article_word_count("x", 4, 4)
+    assert "the same count" in same and "3.5x" not in same
+
+
+def test_narrate_chat_template_both_branches():
+    from inferlab.narrate import n01
+    split = n01.chat_template(2, 80, 30, ["<|im_start|>"], ["<|im_start|>", "<|im_end|>"])
+    assert "2 messages" in split and "**30 tokens**" in split and "not in its vocabulary" in split
+    whole = n01.chat_template(1, 20, 9, ["<|im_start|>", "<|im_end|>"], [])
+    assert "1 message " in whole and "one special token of this vocabulary" in whole
+
+
+def test_narrate_language_cost_both_branches():
+    from inferlab.narrate import n01
+    text = n01.language_cost(10, 4.5, "Greek", 52, 11, 19)
+    assert "**Greek**: 52 tokens, **5.2x** English" in text and "but pays 19 tokens (1.73 per character, 1.9x" in text
+    cheap = n01.language_cost(10, 4.5, "English", 10, 11, 9)
+    assert "No other language here costs more" in cheap and "and pays 9" in cheap
+
+
+def test_narrate_rule_of_thumb_both_branches():
+    from inferlab.narrate import n01
+    assert "about 224 tokens" in n01.chars_per_token_rule(4.46, 224.2)
+    assert "count tokens for your own text" in n01.chars_per_token_rule(2.0, 500)

@@ -330,3 +330,13 @@ def block_input(args: tuple, kwargs: dict) -> torch.Tensor:
 def attention_probs(output) -> torch.Tensor | None:
     """The probabilities ``[batch, heads, query_pos, key_pos]`` in an attention module's output (eager only)."""
     return output[1] if isinstance(output, tuple) and len(output) > 1 else None
+
+
+# ----------------------------------------------------------------------------- head ablation
+def head_mask_point(model: GPT2LMHeadModel, layer: int) -> torch.nn.Module:
+    """The module whose input is block ``layer``'s heads side by side, ``[batch, tokens, heads * head_dim]``
+    (head ``h`` in columns ``h * head_dim`` to ``(h + 1) * head_dim``): the attention's output projection.
+
+    A forward pre-hook on it can switch heads off before they are mixed back into the residual stream.
+    """
+    return model.transformer.h[layer].attn.c_proj

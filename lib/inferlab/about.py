@@ -54,10 +54,10 @@ def _version(name: str) -> str:
 
 
 def environment(model, measure: bool = True) -> Environment:
-    """Collect the environment facts for ``model`` (``measure`` also times a large copy on its device)."""
+    """Collect the environment facts for ``model`` (``measure``: the session's machine profile, measured once)."""
     import torch
 
-    from .measure.machine import measure_bandwidth
+    from .measure.machine import machine_profile
 
     dev = model.device
     if dev.type == "cuda":
@@ -66,7 +66,8 @@ def environment(model, measure: bool = True) -> Environment:
         name = "Apple GPU (MPS)"
     else:
         name = platform.processor() or platform.machine()
-    bandwidth = measure_bandwidth(dev, model.info.dtype, mb=256 if dev.type != "cpu" else 128) if measure else None
+    # the same profile every figure and sentence of the session uses, so 00 shows one bandwidth, not two
+    bandwidth = machine_profile(dev, model.info.dtype).bytes_per_s if measure else None
     return Environment(
         python=sys.version.split()[0],
         packages={p: _version(p) for p in ("torch", "transformers", "plotly", "ipywidgets", "jupyterlab", "inferlab")},

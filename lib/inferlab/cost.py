@@ -161,15 +161,27 @@ class MachineProfile:
     flops_per_s: float
     copy_mb: int
     matmul_n: int
+    bytes_per_s_range: tuple[float, float] | None = None   # (slowest, fastest) run; None when built by hand
+    flops_per_s_range: tuple[float, float] | None = None
+    runs: int = 1                                          # timed runs behind each ceiling
 
     @property
     def ridge(self) -> float:
         """FLOP/byte where the two roofs meet: below it a kernel is memory-bound."""
         return self.flops_per_s / self.bytes_per_s
 
+    @property
+    def spread(self) -> dict[str, float]:
+        """How much the runs disagreed: fastest / slowest - 1 for each ceiling (0.0 when there was one run)."""
+        def rel(rng):
+            return rng[1] / rng[0] - 1 if rng and rng[0] > 0 else 0.0
+        return {"bandwidth": rel(self.bytes_per_s_range), "matmul": rel(self.flops_per_s_range)}
+
     def __repr__(self) -> str:
+        s = self.spread
+        runs = f", best of {self.runs} runs (spread {s['bandwidth']:.0%} / {s['matmul']:.0%})" if self.runs > 1 else ""
         return (f"MachineProfile({self.device} {self.dtype}: {self.bytes_per_s / 1e9:.1f} GB/s copy bandwidth, "
-                f"{self.flops_per_s / 1e9:.1f} GFLOP/s matmul, ridge {self.ridge:.1f} FLOP/B)")
+                f"{self.flops_per_s / 1e9:.1f} GFLOP/s matmul, ridge {self.ridge:.1f} FLOP/B{runs})")
 
     def to_dict(self) -> dict:
         """Plain-Python form."""

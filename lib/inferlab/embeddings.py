@@ -212,6 +212,20 @@ class VocabSpace:
         cos = (self.unit[a] * self.unit[b]).sum(-1)
         return float(cos.median()), float(cos.quantile(0.99))
 
+    def background(self, word: str | int, share: float = 0.999, *, leading_space: bool = True) -> tuple[float, float]:
+        """``word``'s cosines with every learned token: (median, the ``share`` quantile), to judge a neighbour.
+
+        A neighbour means something when it beats the query's own random-pair distribution: e.g. above its
+        99.9th percentile (``share=0.999``), higher than all but 1 in 1,000 random tokens.
+        """
+        if not 0.5 <= share < 1:
+            raise bad_value("share", share, "0.5 <= share < 1", "e.g. share=0.999 (the top 0.1%)")
+        qid = word if isinstance(word, int) else self.token_id(word, leading_space)
+        mask = ~self.shared
+        mask[qid] = False
+        cos = self.unit[mask] @ self.unit[qid]
+        return float(cos.median()), float(cos.quantile(share))
+
     def lookup_words(self, groups: Mapping[str, Sequence[str]]) -> tuple[list[str], list[str], list[int], dict]:
         """(words, group names, ids, skipped) for the words that are one token with a learned row."""
         words, names, ids, skipped = [], [], [], {}

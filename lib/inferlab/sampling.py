@@ -175,7 +175,8 @@ def entropy(probs: torch.Tensor) -> float:
     """Entropy in nats of a ``[vocab]`` probability vector (tokens with p = 0 contribute nothing)."""
     p = probs.double()
     nz = p[p > 0]
-    return float(-(nz * nz.log()).sum()) + 0.0  # + 0.0: a one-token distribution gives 0.0, not -0.0
+    # max: a one-token distribution whose p rounds to just above 1 gives a tiny negative; print 0.000, not -0.000
+    return max(0.0, float(-(nz * nz.log()).sum()))
 
 
 def _summary(name: str, probs: torch.Tensor, previous: torch.Tensor | None, top_n: int) -> Stage:

@@ -374,3 +374,34 @@ def bpe_steps(word: str) -> BPEWork:
         raise bad_value("word", word, "exactly one pre-token chunk (a word with at most one leading space)",
                         f"it splits into {chunks}; use gpt2_bpe().encode_and_show_work(text) for several chunks")
     return gpt2_bpe().work(word)
+
+
+# ----------------------------------------------------------------------------- what a chat model sees
+# ChatML, the format of Qwen and (earlier) OpenAI's chat models, written as the Jinja template a chat model's
+# tokenizer carries. GPT-2 has no chat template (it was never trained on conversations): pass this one.
+CHATML = ("{% for message in messages %}<|im_start|>{{ message['role'] }}\n{{ message['content'] }}<|im_end|>\n"
+          "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHATML_MARKERS = ("<|im_start|>", "<|im_end|>")
+
+
+def chat_text(tokenizer, messages: list[dict[str, str]], template: str = CHATML, *,
+              add_generation_prompt: bool = True) -> str:
+    """The one text a chat model reads for ``messages``: Hugging Face's ``apply_chat_template`` with ``template``.
+
+    >>> chat_text(tok, [{"role": "user", "content": "Hi"}])   # doctest: +SKIP
+    '<|im_start|>user\\nHi<|im_end|>\\n<|im_start|>assistant\\n'
+
+    Args:
+        tokenizer: any Hugging Face tokenizer (``m.tokenizer``).
+        messages: ``[{"role": "system" | "user" | "assistant", "content": "..."}, ...]``.
+        template: a Jinja chat template (default: ChatML).
+        add_generation_prompt: end with the opening of the assistant's turn, where the model writes next.
+    """
+    good = isinstance(messages, list) and messages and all(
+        isinstance(x, dict) and isinstance(x.get("role"), str) and isinstance(x.get("content"), str)
+        for x in messages)
+    if not good:
+        raise bad_value("messages", messages, 'a non-empty list of {"role": ..., "content": ...} dicts (strings)',
+                        'e.g. [{"role": "user", "content": "What is a token?"}]')
+    return tokenizer.apply_chat_template(messages, chat_template=template, tokenize=False,
+                                         add_generation_prompt=add_generation_prompt)

@@ -1,6 +1,7 @@
 """Measuring this machine: one result type per measurement, each timed once, on ``timing.time_call``.
 
-    machine.py      the two ceilings: ``measure_bandwidth`` (copy or read), ``measure_matmul``, ``measure_machine``
+    machine.py      the two ceilings: ``machine_profile`` (measured once per process, reused everywhere),
+                    ``measure_bandwidth`` (copy or read), ``measure_matmul``, ``measure_machine``
     sweeps.py       ``Sweep`` (every repeat at every size) and ``prefill_sweep``, ``decode_sweep``,
                     ``batch_sweep`` (decode or prefill, engine or fast path), ``turn_batch``
     kernels.py      ``kernel_sweep``: prefill under each attention kernel (time, peak memory, agreement)
@@ -8,7 +9,8 @@
                     ``tpot_sweep``, ``compare`` (dtypes, devices), ``thinking_sweep``
     cache_on_off.py ``compare_cache``: greedy decoding with and without the KV cache
     roofline.py     measured times against the cost model: ``sweep_costs``, ``roofline_points``,
-                    ``myth_check``, ``count_ops``, ``predict_sizes``
+                    ``myth_check``, ``count_ops``, ``predict_sizes``,
+                    ``compute_bound_from`` (prefill's knee), ``TpotVerdict``
     speedups.py     notebook 08's techniques: ``quant_rows``, ``decode_paths``, ``scoreboard_rows``
     profiling.py    ``profile_step`` (where one step's time goes), ``op_group``, ``peak_bytes``
 
@@ -16,7 +18,7 @@ Counting (FLOPs, bytes, floors) is ``inferlab.cost``; figures are ``inferlab.viz
 benchmark is ``python -m inferlab.tools.bench``.
 
     >>> from inferlab import measure
-    >>> machine = measure.measure_machine(m.device, m.info.dtype)      # doctest: +SKIP
+    >>> machine = measure.machine_profile(m.device)                      # doctest: +SKIP
     >>> measure.prefill_sweep(m, [8, 64, 256]).medians                   # doctest: +SKIP
 """
 
@@ -35,12 +37,14 @@ from .latency import (
     tpot_sweep,
     ttft_sweep,
 )
-from .machine import measure_bandwidth, measure_machine, measure_matmul
+from .machine import machine_profile, measure_bandwidth, measure_machine, measure_matmul
 from .profiling import StepProfile, peak_bytes, profile_step
 from .roofline import (
     MythCheck,
     Prediction,
     RooflinePoint,
+    TpotVerdict,
+    compute_bound_from,
     count_ops,
     myth_check,
     predict_sizes,
@@ -62,6 +66,7 @@ __all__ = [
     "StepProfile",
     "Sweep",
     "ThinkingPoint",
+    "TpotVerdict",
     "attention_kernels",
     "batch_sweep",
     "bench_prompt",
@@ -69,11 +74,13 @@ __all__ = [
     "compare",
     "compare_cache",
     "compiled_decoder",
+    "compute_bound_from",
     "count_ops",
     "decode_paths",
     "decode_sweep",
     "kernel_sweep",
     "load_variant",
+    "machine_profile",
     "measure",
     "measure_bandwidth",
     "measure_machine",

@@ -100,18 +100,24 @@ def step_logits(model: Model, prompt_ids: Sequence[int], tokens: Sequence[int]) 
     return torch.stack(cached).float(), uncached.float()
 
 
-def compare_cache(model: Model, prompt: str, new_tokens: int, *, repeats: int = 3) -> CacheComparison:
+def compare_cache(model: Model, prompt: str, new_tokens: int, *, repeats: int = 3,
+                  warmup_tokens: int = 4) -> CacheComparison:
     """Greedy-decode ``new_tokens`` tokens with and without the cache, ``repeats`` times each (interleaved).
 
     Step times come from each run's ``Trace`` (``StepRecord.seconds``: the forward and the choice), after
-    one untimed warm-up run of each. The logits are compared along the cached run's tokens.
+    one untimed warm-up run of each that generates ``warmup_tokens`` (a short one: the uncached run of a
+    long answer takes long, and warming up needs only its first steps). The logits are compared along
+    the cached run's tokens.
     """
     prompt_len = len(model.encode(prompt))
     check_number("new_tokens", new_tokens, low=1, high=model.info.n_ctx - prompt_len, integer=True,
                  fix="shorten the prompt or generate fewer tokens (prompt + new tokens <= the context length)")
     check_number("repeats", repeats, low=1, integer=True)
+    check_number("warmup_tokens", warmup_tokens, low=1, integer=True)
+    for c in (True, False):
+        generate(model, prompt, min(warmup_tokens, new_tokens), stop_at_eos=False, use_cache=c)
     runs = interleave({c: (lambda c=c: generate(model, prompt, new_tokens, stop_at_eos=False, use_cache=c))
-                       for c in (True, False)}, repeats)
+                       for c in (True, False)}, repeats, warmup=0)
     with_cache, without = runs[True][0], runs[False][0]
     cached, uncached = step_logits(model, with_cache.prompt_ids, with_cache.generated_ids)
     return CacheComparison(

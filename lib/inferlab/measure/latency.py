@@ -4,6 +4,9 @@ The definitions live in ``inferlab.timing.Latency.from_times`` (vLLM's benchmark
 request (before tokenization) to the first token id, TPOT = (E2E - TTFT) / (N - 1), ITL the gaps.
 Everything here runs the real loop (``inferlab.generate``), warms up first, repeats, and keeps every
 run so a figure can show the spread, not only the median. Sweeps return ``measure.sweeps.Sweep``.
+``first_token_parts`` times the three forwards that explain TTFT against TPOT (notebook 00);
+``hardware_floors`` computes, from vendors' published memory bandwidths (``PUBLISHED_MEMORY``), the
+decode floors a model would have on hardware this machine is not (notebook 07, ``tools.gpu_check``).
 
     >>> from inferlab import measure
     >>> r = measure.measure(m, "To be, or not", 16, repeats=5)   # doctest: +SKIP
@@ -19,10 +22,11 @@ from dataclasses import dataclass
 import torch
 
 from .. import models
-from ..engine import generate
+from ..cost import Shape, decode_cost, flops_per_token
+from ..engine import decode_step, generate, prefill
 from ..errors import bad_value, check_number
 from ..models import Model, load
-from ..timing import Latency, Summary, interleave, summarize
+from ..timing import Latency, Summary, interleave, summarize, time_call
 from ..trace import Trace
 from .sweeps import Sweep, meta
 
@@ -211,6 +215,45 @@ def cached_model(name: str, like: Model) -> Model | None:
 
 
 @dataclass(frozen=True)
+class FirstToken:
+    """Why TTFT is not TPOT: the prompt's prefill, a 1-token prefill, and one decode step (medians, seconds)."""
+
+    model: str
+    prompt_tokens: int
+    prefill_s: float  # the whole prompt in one forward: the bulk of TTFT
+    one_token_s: float  # a 1-token prompt: what one forward costs before the prompt's length counts
+    decode_s: float  # one decode step against the prompt's cache: what TPOT averages
+    head_share: float  # the LM head's share of one token's FLOPs (it runs once per forward, prefill or decode)
+
+    def __repr__(self) -> str:
+        return (f"FirstToken({self.model}: prefill of {self.prompt_tokens} tokens {ms(self.prefill_s)} ms, "
+                f"of 1 token {ms(self.one_token_s)} ms, decode step {ms(self.decode_s)} ms; "
+                f"LM head {self.head_share:.0%} of a token's FLOPs)")
+
+
+def first_token_parts(model: Model, prompt: str, *, repeats: int = 7, warmup: int = 2) -> FirstToken:
+    """Time the three forwards that explain TTFT against TPOT (``timing.time_call``, medians).
+
+    The LM head runs for the last position only in prefill, so a model whose head dominates
+    (the bundled one) pays about one decode step's price for a short prompt.
+    """
+    check_number("repeats", repeats, low=1, integer=True)
+    ids = model.encode(prompt)
+    if len(ids) < 2:
+        raise bad_value("prompt", prompt, "a prompt of at least 2 tokens", "use a sentence, not a word")
+    _, cache = prefill(model, [ids])
+
+    def median(fn) -> float:
+        return summarize(time_call(fn, repeats=repeats, warmup=warmup, device=model.device)).median
+
+    shape = Shape.from_info(model.info)
+    head = 2 * shape.vocab_size * shape.d_model / flops_per_token(shape, len(ids))
+    return FirstToken(model.info.name, len(ids), median(lambda: prefill(model, [ids])),
+                      median(lambda: prefill(model, [ids[-1:]])), median(lambda: decode_step(model, ids[-1], cache)),
+                      head)
+
+
+@dataclass(frozen=True)
 class ThinkingPoint:
     """One thinking budget: ``budget`` hidden tokens first, then the visible answer. Seconds per repeat."""
 
@@ -258,3 +301,57 @@ def thinking_sweep(model: Model, prompt: str, budgets: Sequence[int] = (0, 8, 16
         out.append(ThinkingPoint(n, tuple(x.ttft for x in r.runs), tuple(v.ttft for v in visible),
                                  tuple(v.tpot for v in visible)))
     return out
+
+
+# ----------------------------------------------------------------------------- published hardware
+@dataclass(frozen=True)
+class MemorySpec:
+    """One device's published memory bandwidth (a vendor's specification, not measured here)."""
+
+    name: str
+    bytes_per_s: float
+    source: str  # the document the number comes from
+    match: tuple[str, ...] = ()  # substrings of ``torch.cuda.get_device_name()`` that identify this GPU
+
+
+PUBLISHED_MEMORY: dict[str, MemorySpec] = {s.name: s for s in (
+    MemorySpec("laptop, DDR5-5600 (2 channels)", 89.6e9,
+               "JEDEC DDR5 (JESD79-5): 5600 MT/s x 8 bytes x 2 channels"),
+    MemorySpec("Apple M2", 100e9, "Apple M2 press release and MacBook Air (M2) technical specifications"),
+    MemorySpec("Apple M3 Max", 400e9, "Apple MacBook Pro (M3 Max) technical specifications"),
+    MemorySpec("NVIDIA V100 (SXM2)", 900e9, "NVIDIA Tesla V100 GPU datasheet", ("V100",)),
+    MemorySpec("NVIDIA A100 40GB", 1555e9, "NVIDIA A100 Tensor Core GPU datasheet", ("A100", "40GB")),
+    MemorySpec("NVIDIA A100 80GB (SXM)", 2039e9, "NVIDIA A100 Tensor Core GPU datasheet", ("A100", "80GB")),
+    MemorySpec("NVIDIA H100 SXM", 3350e9, "NVIDIA H100 Tensor Core GPU datasheet", ("H100", "HBM3")),
+    MemorySpec("NVIDIA H200", 4800e9, "NVIDIA H200 Tensor Core GPU datasheet", ("H200",)),
+)}
+
+
+@dataclass(frozen=True)
+class HardwareFloor:
+    """The decode floors a published bandwidth predicts: seconds per token, by model name (not measured)."""
+
+    spec: MemorySpec
+    floors: dict[str, float]  # model name -> (weights + KV cache bytes of one step) / published bandwidth
+    step_bytes: dict[str, float]
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{k} {ms(v)} ms" for k, v in self.floors.items())
+        return f"HardwareFloor({self.spec.name}, {self.spec.bytes_per_s / 1e9:.0f} GB/s: {parts})"
+
+
+def hardware_floors(shapes: Mapping[str, Shape], context: int = 256,
+                    specs: Sequence[MemorySpec] | None = None) -> list[HardwareFloor]:
+    """Decode-step floors (batch 1, ``context`` tokens cached) on each published device: bytes / bandwidth.
+
+    Computed from published specifications, not measured: a real step is slower (the floor is the
+    time to read the bytes once at full speed, with nothing else going on).
+
+    >>> gpt2 = Shape("gpt2", 12, 12, 768, 50257, 1024, bytes_per_element=2)
+    >>> round(hardware_floors({"gpt2": gpt2}, context=0)[-1].floors["gpt2"] * 1e6)   # H200, microseconds
+    51
+    """
+    check_number("context", context, low=0, integer=True)
+    step = {name: decode_cost(shape, context).bytes for name, shape in shapes.items()}
+    return [HardwareFloor(s, {k: b / s.bytes_per_s for k, b in step.items()}, step)
+            for s in (specs or PUBLISHED_MEMORY.values())]

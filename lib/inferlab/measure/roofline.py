@@ -41,6 +41,7 @@ class RooflinePoint:
     bytes: float
     seconds: float  # measured median
     floor_s: float  # the larger of the two floors on this machine
+    model: str = ""  # the sweep's model (a roofline can carry two models' points)
 
     @property
     def intensity(self) -> float:
@@ -66,7 +67,7 @@ def roofline_points(sweep: Sweep, shape: Shape, machine: MachineProfile) -> list
     """Each sweep point as a ``RooflinePoint`` (work from the cost model, time from the sweep)."""
     labels = {"prefill": "prefill T={}", "TTFT": "prefill T={}", "decode": "decode ctx={}",
               "decode step": "decode ctx={}", "decode-batch": "decode batch={}", "prefill-batch": "prefill batch={}"}
-    return [RooflinePoint(labels[sweep.job].format(x), sweep.job, cost.flops, cost.bytes, t, cost.floor_s)
+    return [RooflinePoint(labels[sweep.job].format(x), sweep.job, cost.flops, cost.bytes, t, cost.floor_s, sweep.model)
             for x, cost, t in zip(sweep.xs, sweep_costs(sweep, shape, machine), sweep.medians)]
 
 
@@ -96,6 +97,49 @@ def myth_check(shape: Shape, machine: MachineProfile, measured_s: float, context
     """Both predictions of one batch-1 decode step at ``context`` cached positions."""
     cost = decode_cost(shape, context, 1, machine)
     return MythCheck(cost.floor_compute_s, cost.floor_memory_s, measured_s, context)
+
+
+def compute_bound_from(shape: Shape, machine: MachineProfile, batch: int = 1) -> int | None:
+    """The shortest prompt whose prefill the cost model puts on the compute side of ``machine``'s roofline.
+
+    Below it prefill is memory-bound on this machine (too few tokens reuse each weight read); None when
+    no prompt up to the context window gets there. Hand-worked: on a machine with ridge 4 FLOP/B, GPT-2
+    small in fp32 (about 495 MB read) turns at 12 tokens: each prompt token adds about 170 MFLOP (the LM
+    head runs once per prompt), so 11 tokens do 1.95 GFLOP < 4 x 495 MB and 12 do 2.12 GFLOP > it.
+    """
+    for n in range(1, shape.n_ctx + 1):
+        if prefill_cost(shape, n, batch, machine).bound == "compute":
+            return n
+    return None
+
+
+@dataclass(frozen=True)
+class TpotVerdict:
+    """Three measurements that decide whether batch-1 TPOT is set by memory or by compute.
+
+    ``batch_time_x``: step time at ``batch`` sequences / at one (x``batch`` the FLOPs, nearly the same
+    bytes). ``bytes_time_x``: TPOT of a copy with fewer bytes per weight (``bytes_label``, reading
+    ``bytes_x`` times the float32 bytes per step) / TPOT in float32.
+    ``fast_s``: the fastest measured step (``fast_label``) against its two floors (seconds).
+    ``compiled``: whether ``fast_s`` comes from the compiled step (else the eager fast path).
+    """
+
+    batch: int
+    batch_time_x: float
+    bytes_label: str
+    bytes_x: float
+    bytes_time_x: float
+    fast_label: str
+    fast_s: float
+    bandwidth_floor_s: float
+    compute_floor_s: float
+    compiled: bool = False
+
+    def __repr__(self) -> str:
+        return (f"TpotVerdict(batch x{self.batch} -> step x{self.batch_time_x:.2f}; {self.bytes_label} "
+                f"(bytes x{self.bytes_x:.2f}) -> TPOT x{self.bytes_time_x:.2f}; {self.fast_label} at "
+                f"{self.fast_s / self.bandwidth_floor_s:.1f}x the bandwidth floor, "
+                f"{self.fast_s / self.compute_floor_s:.0f}x the compute floor)")
 
 
 def count_ops(fn: Callable[[], object]) -> int:

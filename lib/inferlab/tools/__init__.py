@@ -3,5 +3,6 @@
 ``python -m inferlab.tools.notebook_tools execute|check`` runs the notebooks and stores them executed, or
 checks that every stored notebook is executed and fresh; ``python -m inferlab.tools.export_html`` writes
 the offline HTML edition; ``python -m inferlab.tools.download gpt2 --out models/gpt2`` fetches a checkpoint
-once for machines with no network; ``python -m inferlab.tools.bench`` measures this machine's decode speed.
+once for machines with no network; ``python -m inferlab.tools.bench`` measures this machine's decode speed;
+``python -m inferlab.tools.gpu_check`` runs the GPU checks on a CUDA machine (and says so and exits 0 elsewhere).
 """

@@ -148,8 +148,8 @@ def attention_grid(patterns: Patterns, *, max_tokens: int = 32, layers: Sequence
                           row=r + 1, col=h + 1)
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(showticklabels=False)
-    note = "" if b == 1 else (f" - {T} tokens pooled to {pooled.shape[-1]} x {pooled.shape[-1]} "
-                              f"(keys summed, queries averaged over blocks of {b})")
+    note = "" if b == 1 else (f"<br><sub>{T} tokens pooled to {pooled.shape[-1]} x {pooled.shape[-1]} "
+                              f"(keys summed, queries averaged over blocks of {b})</sub>")
     return base_layout(fig, f"Every head at once: {len(layers)} layers x {H} heads{note}",
                        height=max(300, 130 * len(layers) + 80))
 
@@ -186,16 +186,19 @@ def by_hand_figure(hand: LayerByHand, head: int, pieces: Sequence[str]) -> go.Fi
         fig.add_trace(go.Heatmap(z=_z(z), x=labels, y=labels, colorscale=scale, zmin=lo, zmax=hi, showscale=False,
                                  hovertemplate=HOVER), row=1, col=c + 1)
     fig.update_xaxes(**_ticks(labels, max_ticks=12), tickangle=-60)
-    fig.update_yaxes(autorange="reversed", **_ticks(labels))
+    fig.update_yaxes(autorange="reversed", **_ticks(labels, max_ticks=25))
+    fig.update_yaxes(showticklabels=False, col=2)  # the rows are the same queries: label them once, on the left
+    fig.update_yaxes(showticklabels=False, col=3)
     fig.update_xaxes(title_text="key position")
     fig.update_yaxes(title_text="query position", col=1)
-    return base_layout(fig, f"Layer {hand.layer}, head {head}: from scores to probabilities ({T} x {T})", height=420)
+    return base_layout(fig, f"Layer {hand.layer}, head {head}: from scores to probabilities ({T} x {T})",
+                       height=max(420, 14 * min(T, 40) + 200))
 
 
 def head_scores_figure(scores: HeadScores) -> go.Figure:
     """Three ``[layers, heads]`` heatmaps: previous-token, first-token and induction scores."""
     require(isinstance(scores, HeadScores), "scores must come from heads.head_scores(m, patterns).")
-    names = {"previous": "previous token", "first": "first token", "induction": "induction (repeated random)"}
+    names = {"previous": "previous token", "first": "first token", "induction": "induction (on BOS + R + R)"}
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=[
         f"{names[k]}<br>(even spread scores {scores.baseline[k]:.2f})" for k in names])
     for c, k in enumerate(names):
@@ -251,7 +254,8 @@ def logit_lens_figure(lens: LogitLens) -> go.Figure:
         hover.append(row)
     labels = _labels(pieces)
     fig = go.Figure(go.Heatmap(z=_z(lens.top_probs[..., 0]), x=labels, y=lens.layer_names,
-                               text=text, texttemplate="%{text}", customdata=hover, colorscale=SCALE,
+                               text=text, texttemplate="%{text}", textfont={"size": 9}, customdata=hover,
+                               colorscale=SCALE,
                                zmin=0, zmax=1, colorbar={"title": "top-1 prob"},
                                hovertemplate="%{customdata}<extra></extra>"))
     fig.update_xaxes(**_ticks(labels), tickangle=-60)

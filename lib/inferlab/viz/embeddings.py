@@ -121,11 +121,12 @@ def residual_sum(res: FirstResidual, labels: Sequence[str]) -> go.Figure:
                        height=max(240, 120 + 30 * len(y)))
 
 
-def neighbour_bars(nb: Neighbours, *, show_chance: bool = True) -> go.Figure:
+def neighbour_bars(nb: Neighbours, *, show_chance: bool = True, lines: dict[str, float] | None = None) -> go.Figure:
     """Horizontal bars: the query's nearest tokens by cosine.
 
     With ``show_chance`` a black tick marks, for each rank, what the query scores against a random table
-    (``nb.chance``): a bar that does not pass its tick says nothing.
+    (``nb.chance``): a bar that does not pass its tick says nothing. ``lines`` (label -> cosine) draws dashed
+    reference lines, e.g. the median and 99th percentile of random pairs (``VocabSpace.typical_cosine()``).
     """
     require(isinstance(nb, Neighbours), "neighbour_bars needs VocabSpace.nearest(word)")
     require(len(nb.items) > 0, f"no neighbours to draw for {nb.query!r}. {nb.note}")
@@ -138,6 +139,10 @@ def neighbour_bars(nb: Neighbours, *, show_chance: bool = True) -> go.Figure:
         fig.add_trace(go.Scatter(x=list(nb.chance[:len(y)]), y=y, mode="markers", name="same rank, random table",
                                  marker={"symbol": "line-ns-open", "size": 18, "color": "#333", "line": {"width": 2}},
                                  hovertemplate="by chance: %{x:.3f}<extra></extra>"))
+    for (label, value), color in zip((lines or {}).items(), PALETTE[1:]):
+        fig.add_trace(go.Scatter(x=[value, value], y=[y[0], y[-1]], mode="lines", name=label,
+                                 line={"dash": "dash", "color": color, "width": 2},
+                                 hovertemplate=f"{label}: {value:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_layout(legend={"orientation": "h", "y": -0.2})
     return base_layout(fig, f"Nearest tokens to {visible(nb.query)!r} (id {nb.query_id}) by cosine similarity",

@@ -144,7 +144,7 @@ def cache_timing_figure(cmp: CacheComparison) -> go.Figure:
     fig.update_yaxes(title_text="|difference|", type="log", row=2, col=1)
     fig.update_xaxes(title_text="tokens in the sequence when the step runs", row=2, col=1)
     return base_layout(fig, f"With and without the KV cache ({cmp.model}, {cmp.device} {cmp.dtype}): "
-                       f"x{cmp.speedup:.1f} in total", height=620)
+                       f"{cmp.speedup:.1f}x faster in total with it", height=620)
 
 
 @dataclass(frozen=True)
@@ -211,9 +211,14 @@ def cache_vs_weights(cases: Sequence[MemoryCase], batches: Sequence[int] = (1, 2
     buttons = [{"label": c.name, "method": "update",
                 "args": [{"visible": [i == k for i in range(len(cases))]}, {"title.text": titles[k]}]}
                for k, c in enumerate(cases)]
-    fig.update_layout(updatemenus=[{"buttons": buttons, "direction": "down", "x": 1.0, "xanchor": "right",
-                                    "y": 1.12, "yanchor": "top", "active": 0}])
+    # the dropdown sits on its own line between the title and the plot (at the top right it covered the title)
+    fig.update_layout(updatemenus=[{"buttons": buttons, "direction": "down", "x": 0.08, "xanchor": "left",
+                                    "y": 1.02, "yanchor": "bottom", "active": 0, "pad": {"b": 4}}],
+                      annotations=[{"text": "model:", "x": 0.0, "xref": "paper", "xanchor": "left", "y": 1.045,
+                                    "yref": "paper", "yanchor": "bottom", "showarrow": False}])
     fig.update_layout(plot_bgcolor="#e8e8e8")  # blank (grey) cells: beyond the model's context limit
-    return base_layout(fig, titles[0], x="context (tokens per sequence); grey: beyond the model's context limit",
-                       y="batch (sequences)", height=520)
+    base_layout(fig, titles[0], x="context (tokens per sequence); grey: beyond the model's context limit",
+                y="batch (sequences)", height=560)
+    fig.update_layout(margin={"t": 110}, title={"y": 0.97, "yanchor": "top"})
+    return fig
 

@@ -1,4 +1,4 @@
-"""Figures for notebook 04: batch size and the turn, the counting table, the roofline, the myth check.
+"""Figures for notebook 04: batch size, the counting table, prefill per token, the roofline, the myth check.
 
 All take plain data: ``inferlab.measure.Sweep`` / ``RooflinePoint`` / ``MythCheck``, ``inferlab.cost.Cost``
 and ``MachineProfile`` (measured ceilings). None takes a model. A sweep with its floors is drawn by
@@ -78,6 +78,38 @@ def cost_table(costs: Sequence[Cost], labels: Sequence[str] | None = None) -> go
                        height=120 + 28 * len(costs))
 
 
+def prefill_per_token(sweeps: Sequence[Sweep], knee: int | None = None) -> go.Figure:
+    """Milliseconds per prompt token against prompt length, one line per model (log-log; band: spread).
+
+    ``knee``: the prompt length from which the first sweep's model is compute-bound on this machine
+    (``measure.compute_bound_from``), drawn as a dashed line; None draws none.
+    """
+    require(len(sweeps) > 0, "sweeps must be a non-empty list of prefill sweeps. Fix: measure.prefill_sweep(...).")
+    fig = go.Figure()
+    for i, sw in enumerate(sweeps):
+        check_sweep(sw)
+        require(sw.job == "prefill", f"expected prefill sweeps, got job={sw.job!r}. Fix: pass prefill_sweep(...).")
+        color = PALETTE[i % len(PALETTE)]
+        per = [t * 1e3 / n for t, n in zip(sw.medians, sw.tokens)]
+        spread_band(fig, sw.xs, [t * 1e3 / n for t, n in zip(sw.lows, sw.tokens)],
+                    [t * 1e3 / n for t, n in zip(sw.highs, sw.tokens)], color, sw.model)
+        fig.add_trace(go.Scatter(x=list(sw.xs), y=per, mode="lines+markers", name=f"{sw.model} (median)",
+                                 line={"color": color},
+                                 hovertext=[f"{sw.model}: {n} tokens, {p:.3f} ms per token"
+                                            for n, p in zip(sw.xs, per)], hoverinfo="text"))
+    if knee is not None:
+        lows = [t * 1e3 / n for sw in sweeps for t, n in zip(sw.lows, sw.tokens)]
+        highs = [t * 1e3 / n for sw in sweeps for t, n in zip(sw.highs, sw.tokens)]
+        fig.add_trace(go.Scatter(x=[knee, knee], y=[min(lows), max(highs)], mode="lines",
+                                 name=f"{sweeps[0].model}: compute-bound from {knee} tokens (cost model)",
+                                 line={"color": PALETTE[3], "dash": "dash"}, hoverinfo="skip"))
+    ticks = sorted({x for sw in sweeps for x in sw.xs})
+    fig.update_xaxes(type="log", title_text="prompt length (tokens)", tickvals=ticks)
+    fig.update_yaxes(type="log", title_text="ms per prompt token (log)")
+    fig.update_layout(legend={"orientation": "h", "y": -0.2, "yanchor": "top"})
+    return base_layout(fig, "Prefill: time per prompt token against prompt length", height=520)
+
+
 def _roof(machine: MachineProfile, lo: float, hi: float, n: int = 60) -> tuple[list[float], list[float]]:
     xs = [lo * (hi / lo) ** (i / (n - 1)) for i in range(n)] + [machine.ridge]
     xs.sort()
@@ -89,13 +121,13 @@ def roofline(machine: MachineProfile, points: Sequence[RooflinePoint],
     """The roofline of ``machine`` (measured ceilings) with measured points; a slider for predicted points.
 
     Args:
-        machine: ``measure.measure_machine(...)`` on the device in use.
+        machine: ``measure.machine_profile(...)`` on the device in use (measured once per session).
         points: ``measure.roofline_points(...)`` for prefill and decode sweeps.
         what_if: optional ``(n, prefill Cost of n tokens, decode Cost at batch n)`` rows; a slider moves
             the two predicted points (at the roof's height: the best the machine allows).
     """
     require(isinstance(machine, MachineProfile), "machine must be a MachineProfile. Fix: "
-            "machine = inferlab.measure.measure_machine(m.device, m.info.dtype).")
+            "machine = inferlab.measure.machine_profile(m.device, m.info.dtype).")
     require(len(points) > 0 and all(isinstance(p, RooflinePoint) for p in points),
             "points must be a non-empty list of RooflinePoint. Fix: use inferlab.measure.roofline_points(...).")
     xs_all = [p.intensity for p in points] + [machine.ridge]
@@ -112,13 +144,15 @@ def roofline(machine: MachineProfile, points: Sequence[RooflinePoint],
         hovertext=[f"ridge: {machine.ridge:.1f} FLOP/B<br>below it a forward is limited by memory bandwidth "
                    f"({machine.bytes_per_s / 1e9:.1f} GB/s), above it by matmul speed "
                    f"({machine.flops_per_s / 1e9:.1f} GFLOP/s)"], hoverinfo="text"))
-    for job in dict.fromkeys(p.job for p in points):
-        sel = [p for p in points if p.job == job]
+    models = list(dict.fromkeys(p.model for p in points))
+    for job, model in dict.fromkeys((p.job, p.model) for p in points):
+        sel = [p for p in points if p.job == job and p.model == model]
         fig.add_trace(go.Scatter(
             x=[p.intensity for p in sel], y=[p.flops_per_s / 1e9 for p in sel], mode="markers",
-            name=f"{job} (measured)",
-            marker={"size": 11, "color": JOB_COLORS.get(job, PALETTE[3])},
-            hovertext=[f"{p.label}<br>{p.intensity:.2f} FLOP/B, {p.flops_per_s / 1e9:.2f} GFLOP/s<br>"
+            name=f"{job}, {model} (measured)" if len(models) > 1 else f"{job} (measured)",
+            marker={"size": 11, "color": JOB_COLORS.get(job, PALETTE[3]),
+                    "symbol": ("circle", "square-open", "triangle-up-open")[min(models.index(model), 2)]},
+            hovertext=[f"{p.model} {p.label}<br>{p.intensity:.2f} FLOP/B, {p.flops_per_s / 1e9:.2f} GFLOP/s<br>"
                        f"measured {p.seconds * 1e3:.3f} ms, floor {p.floor_s * 1e3:.3f} ms "
                        f"({p.times_floor:.1f} x the floor)" for p in sel], hoverinfo="text"))
     if what_if:

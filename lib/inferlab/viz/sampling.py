@@ -122,8 +122,8 @@ def stage_distributions(work: FilterStages, decode: Decode, k: int = 12,
     model = probs["model"]
     ids = [int(i) for i in torch.topk(model, min(k, model.numel())).indices]
     labels = [_label(decode, i) for i in ids]
-    titles = [f"{STAGE_TITLES[s.name]}: {s.kept:,} tokens possible, removed {s.removed_mass:.3f} of the mass, "
-              f"entropy {s.entropy:.2f} nats" for s in work.stages]
+    titles = [f"{STAGE_TITLES[s.name]}: {s.kept:,} {'token' if s.kept == 1 else 'tokens'} possible, "
+              f"removed {s.removed_mass:.3f} of the mass, entropy {s.entropy:.2f} nats" for s in work.stages]
     fig = make_subplots(rows=len(STAGE_NAMES), cols=1, shared_xaxes=True, subplot_titles=titles,
                         vertical_spacing=0.07)
     for row, (name, color) in enumerate(zip(STAGE_NAMES, PALETTE), start=1):
@@ -172,7 +172,12 @@ def removed_mass(summary: Sequence[Stage], title: str = "What each filter took a
 
 
 # ----------------------------------------------------------------------------- one text, many texts
-def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int = 16,
+def _chip_text(text: str, limit: int = 12) -> str:
+    shown = show_token(text)
+    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
+
+
+def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int = 10,
                     title: str | None = None) -> go.Figure:
     """One generated text as token chips; chips inside an ``n``-gram seen earlier in the text are coloured."""
     require(len(ids) > 0, "ids is empty. Fix: pass trace.generated_ids of a run that made tokens.")
@@ -190,14 +195,16 @@ def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int
         sel = [i for i in range(len(ids)) if in_repeat[i] == flag]
         fig.add_trace(go.Scatter(
             x=[xs[i] for i in sel], y=[ys[i] for i in sel], mode="markers+text", name=name,
-            marker={"symbol": "square", "size": 34, "color": color},
-            text=[show_token(piece(decode, ids[i]))[:6] for i in sel], textfont={"size": 10},
+            marker={"symbol": "square", "size": 30, "color": color},
             hovertext=[f"#{i}: {piece(decode, ids[i])!r} (id {ids[i]})" for i in sel], hoverinfo="text"))
+        for i in sel:  # the text as an annotation with the chip's colour behind it: it widens, never truncates
+            fig.add_annotation(x=xs[i], y=ys[i], text=_chip_text(piece(decode, ids[i])), showarrow=False,
+                               bgcolor=color, font={"size": 11}, borderpad=3)
     fig.update_yaxes(autorange="reversed", showticklabels=False, zeroline=False, showgrid=False)
     fig.update_xaxes(showticklabels=False, zeroline=False, showgrid=False)
     share = sum(in_repeat) / len(ids)
     return base_layout(fig, title or f"Generated tokens in reading order ({share:.0%} inside a repeated {n}-gram)",
-                       x=f"tokens, {per_row} per row", height=60 * (max(ys) + 1) + 160)
+                       x=f"tokens, {per_row} per row", height=46 * (max(ys) + 1) + 160)
 
 
 def samples_table(results: Sequence[SettingResult], max_chars: int = 160,
@@ -215,7 +222,11 @@ def samples_table(results: Sequence[SettingResult], max_chars: int = 160,
     fig = go.Figure(go.Table(columnwidth=[1.4] + [4] * len(results),
                              header={"values": header, "fill_color": "#DDE6F0", "align": "left"},
                              cells={"values": cells, "align": "left", "font": {"size": 11}}))
-    return base_layout(fig, title, height=150 + 95 * rows)
+    # Height from the text itself (a fixed height per row left a tall empty band under short samples): at a
+    # laptop's width a column of 11 px text holds about 220 * its share of the width characters per line.
+    per_line = max(8, int(220 * 4 / (4 * len(results) + 1.4)))
+    lines = [max(math.ceil(len(col[i]) / per_line) for col in cells[1:] if i < len(col)) for i in range(rows)]
+    return base_layout(fig, title, height=150 + sum(15 * n + 12 for n in lines))
 
 
 def variety_vs_likelihood(results: Sequence[SettingResult], n: int = 2,

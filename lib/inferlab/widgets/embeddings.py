@@ -16,7 +16,7 @@ from IPython.display import display
 
 from ..embeddings import WORD_GROUPS, VocabSpace
 from ..viz.embeddings import neighbour_bars, pca_scatter
-from . import message
+from . import message, titled
 
 
 def _show(out: w.Output, fig) -> None:
@@ -47,15 +47,19 @@ def neighbour_search(space: VocabSpace, word: str = "king", k: int = 10) -> w.VB
             note.value = message(nb.note, "info")
             out.clear_output()
             return
+        median, top = space.typical_cosine()
         beat = sum(n.cosine > c for n, c in zip(nb.items, nb.chance))
-        note.value = message(f"{beat} of {len(nb.items)} neighbours beat the score of the same rank in a random "
-                             "table (the black ticks); the others are no closer than chance.", "info")
-        _show(out, neighbour_bars(nb))
+        over = sum(n.cosine > median for n in nb.items)
+        note.value = message(f"{over} of {len(nb.items)} neighbours score above the median of random pairs of learned "
+                             f"tokens ({median:.2f}, dashed); {beat} beat the same rank in a random table (the black "
+                             "ticks).", "info")
+        _show(out, neighbour_bars(nb, lines={"random pairs: median": median, "random pairs: 99th percentile": top}))
 
     for control in (box, count, space_first):
         control.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox([box, count]), space_first, note, out])
+    return titled(w.VBox([w.HBox([box, count]), space_first, note, out]), "Neighbour search: type a word and see "
+                  "the tokens whose rows point most the same way (cosine); run the cell to use it")
 
 
 def _parse_words(text: str) -> list[str]:
@@ -88,4 +92,5 @@ def pca_explorer(space: VocabSpace, groups: Mapping[str, Sequence[str]] = WORD_G
     extra.observe(redraw, names="value")
     which.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox([extra, which]), note, out])
+    return titled(w.VBox([w.HBox([extra, which]), note, out]), "PCA explorer: add comma-separated words to the "
+                  "groups and switch between 2-D and 3-D; run the cell to use it")

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import ipywidgets as w
 
 from ..viz.kvcache import check_layers, kv_tensors_figure
-from . import message, show_figure
+from . import message, show_figure, titled
 
 
 def _summary(layers, tokens: int, prompt_len: int) -> str:
@@ -60,4 +60,6 @@ def kv_growth(layers, prompt_len: int, pieces: Sequence[str] | None = None, head
     step.observe(redraw, names="value")
     head_box.observe(redraw, names="value")
     redraw()
-    return w.VBox([w.HBox([step, head_box]), info, errors, out])
+    about = f"{total - prompt_len} decode steps, {len(layers)} layers, {heads} heads"
+    return titled(w.VBox([w.HBox([step, head_box]), info, errors, out]),
+                  f"KV cache growth view ({about}): run the cell to use the slider")

@@ -21,7 +21,42 @@ import torch
 from ..sampling import STAGE_NAMES, FilterStages, SamplingConfig, filter_stages
 from ..viz import show_token
 from ..viz.sampling import STAGE_TITLES, Decode, piece, stage_distributions
-from . import error_box, message, show_figure
+from . import error_box, message, show_figure, titled
+
+# Slider ranges; the number box beside each slider accepts any value (a slider cannot go past its range).
+SLIDERS = {"temperature": (0.0, 3.0, 0.05), "top_k": (0, 200, 1), "top_p": (0.01, 1.0, 0.01)}
+
+
+def link_slider(box: w.ValueWidget, slider: w.ValueWidget) -> None:
+    """Keep ``slider`` and the number ``box`` beside it in step; the box is the value the view uses.
+
+    Typing moves the slider (clamped to its range); moving the slider writes the box. A typed value outside
+    the slider's range stays in the box (so the view can explain it) instead of being clamped by the link.
+    """
+    busy = [False]
+
+    def from_box(change) -> None:
+        if busy[0]:
+            return
+        busy[0] = True
+        try:
+            value = change["new"]
+            if isinstance(value, (int, float)) and math.isfinite(value):
+                slider.value = min(max(value, slider.min), slider.max)
+        finally:
+            busy[0] = False
+
+    def from_slider(change) -> None:
+        if busy[0]:
+            return
+        busy[0] = True
+        try:
+            box.value = change["new"]
+        finally:
+            busy[0] = False
+
+    box.observe(from_box, names="value")
+    slider.observe(from_slider, names="value")
 
 
 def _removed_tokens(before: torch.Tensor, after: torch.Tensor, decode: Decode, show: int = 6) -> str:
@@ -66,7 +101,8 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
             (e.g. ``lambda p: il.prefill(m, m.encode(p))[0][0]``) once and remembers the result.
 
     Returns:
-        A ``VBox``; ``.children`` are the controls, the message line, the table and the figure output.
+        A VBox: the prompt box, one row per knob (slider + number box), the message line, the
+        table and the figure output. ``box.controls`` are the number boxes, ``box.sliders`` the sliders.
         ``box.state`` exposes the current ``config``, ``work`` (the ``FilterStages``) and ``model_calls``.
     """
     if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
@@ -75,18 +111,26 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
                          "Fix: pass logits[0] from il.prefill(m, ids) (logits are [batch, vocab]).")
     state = {"logits": logits.detach().float().cpu(), "config": None, "work": None, "model_calls": 0,
              "cache": {} if prompt is None else {prompt: logits.detach().float().cpu()}}
-    style = {"description_width": "initial"}
-    t_box = w.FloatText(value=temperature, description="temperature", step=0.1, style=style,
-                        layout=w.Layout(width="190px"))
-    k_box = w.IntText(value=top_k, description="top-k (0 = off)", style=style, layout=w.Layout(width="190px"))
-    p_box = w.FloatText(value=top_p, description="top-p (1 = off)", step=0.05, style=style,
-                        layout=w.Layout(width="190px"))
+    style = {"description_width": "150px"}
+    boxes, sliders = {}, {}
+    for name, label, value, kind in (("temperature", "temperature", temperature, w.FloatText),
+                                     ("top_k", "top-k (0 = off)", top_k, w.IntText),
+                                     ("top_p", "top-p (1 = off)", top_p, w.FloatText)):
+        low, high, step = SLIDERS[name]
+        slider_kind = w.IntSlider if kind is w.IntText else w.FloatSlider
+        sliders[name] = slider_kind(value=min(max(value, low), high), min=low, max=high, step=step, description=label,
+                                    readout=False, continuous_update=False, style=style,
+                                    layout=w.Layout(width="420px"))
+        boxes[name] = kind(value=value, step=step, layout=w.Layout(width="90px"))
+        link_slider(boxes[name], sliders[name])
+    t_box, k_box, p_box = boxes["temperature"], boxes["top_k"], boxes["top_p"]
     controls = [t_box, k_box, p_box]
     prompt_box = None
     if logits_for is not None:
         # A text area, not a one-line box: prompts may hold newlines (a speaker's name, then the line).
-        prompt_box = w.Textarea(value=prompt or "", description="prompt (click outside to apply)", rows=2,
-                                continuous_update=False, style=style, layout=w.Layout(width="520px"))
+        prompt_box = w.Textarea(value=prompt or "", description="prompt (applied when you click outside)", rows=2,
+                                continuous_update=False, style={"description_width": "initial"},
+                                layout=w.Layout(width="600px"))
     note = w.HTML(value=message("Temperature 0 = greedy (only the most likely token). "
                                 "Filters run in this order: temperature -> top-k -> top-p.", "info"))
     errors = error_box()
@@ -135,10 +179,13 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
     if prompt_box is not None:
         prompt_box.observe(new_prompt, names="value")
     redraw()
-    rows = ([prompt_box] if prompt_box is not None else []) + [w.HBox(controls), note, errors, table, out]
-    box = w.VBox(rows)
+    knobs = [w.HBox([sliders[name], boxes[name]]) for name in SLIDERS]
+    rows = ([prompt_box] if prompt_box is not None else []) + [*knobs, note, errors, table, out]
+    box = titled(w.VBox(rows), "Sampling playground: temperature, top-k and top-p sliders (or a typed value in the "
+                 "box beside each) redraw each stage's distribution; run the cell to use it")
     box.state = state  # type: ignore[attr-defined]
     box.controls = {"temperature": t_box, "top_k": k_box, "top_p": p_box, "prompt": prompt_box}  # type: ignore
+    box.sliders = sliders  # type: ignore[attr-defined]
     box.errors = errors  # type: ignore[attr-defined]
     return box
 

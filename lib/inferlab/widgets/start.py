@@ -2,6 +2,8 @@
 
 The widget takes the logits (the notebook runs the model once, before); moving the slider only redoes
 the arithmetic of ``inferlab.sampling.filter_stages`` and redraws ``viz.sampling.candidate_bars``.
+The candidates are listed in the model's order (by logit), so at temperature 0 (greedy: the top token
+gets 100%) the runners-up stay the model's runners-up, each with what it would get at temperature 1.
 
 >>> logits, _ = il.prefill(m, m.encode("To be, or not to be,"))      # doctest: +SKIP
 >>> next_token_peek(logits[0], m.decode, prompt="To be, or not to be,")   # doctest: +SKIP
@@ -20,7 +22,38 @@ from ..viz.sampling import Decode, candidate_bars, piece
 from . import message, show_figure
 
 
-def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None = None, n: int = 8) -> w.VBox:
+class PeekView(w.VBox):
+    """The peek's widgets; its text and HTML representations (a stored, unrun notebook) describe the view."""
+
+    summary = "Next-token peek: a temperature slider over one next-token distribution"
+
+    def __repr__(self) -> str:
+        return f"<{self.summary}>"
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/plain"] = repr(self)
+        bundle["text/html"] = (f"<p><b>{html.escape(self.summary)}.</b><br><i>Interactive view: run this cell in "
+                               "JupyterLab to move the slider.</i></p>")
+        return bundle
+
+
+def ranked(row: torch.Tensor, temperature: float, n: int) -> list[tuple[int, float, float]]:
+    """The ``n`` highest logits of ``row`` ``[vocab]`` as (id, probability at ``temperature``, at temperature 1).
+
+    The order is the model's (by logit), whatever the temperature: at 0 the top token gets 1.0 and the
+    runners-up 0.0, and their temperature-1 probabilities still say how close they came.
+
+    >>> [(i, p, round(p1, 3)) for i, p, p1 in ranked(torch.tensor([0.0, 2.0, 1.0]), 0.0, 2)]
+    [(1, 1.0, 0.665), (2, 0.0, 0.245)]
+    """
+    probs = filter_stages(row, SamplingConfig(temperature=temperature)).final
+    at_one = row.float().softmax(-1)
+    top = torch.topk(row, min(n, row.numel())).indices.tolist()
+    return [(i, float(probs[i]), float(at_one[i])) for i in top]
+
+
+def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None = None, n: int = 8) -> PeekView:
     """A temperature slider over one next-token distribution: a ranked list and a bar chart of the top ``n``.
 
     Args:
@@ -61,16 +94,22 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
         except (TypeError, ValueError) as exc:
             text.value = message(str(exc))
             return
-        top = torch.topk(probs, min(n, probs.numel()))
-        items = "".join(f"<li><code>{html.escape(repr(show_token(text_of(int(i)))))}</code> (id {int(i)}): "
-                        f"{float(p):.1%}</li>" for p, i in zip(top.values, top.indices))
+        rows = ranked(row, cfg.temperature, n)
+        items = "".join(f"<li><code>{html.escape(repr(show_token(text_of(i))))}</code> (id {i}): {p:.1%}"
+                        + (f" <span style='color:#777'>(at temperature 1: {p1:.1%})</span>" if cfg.greedy else "")
+                        + "</li>" for i, p, p1 in rows)
         label = "greedy: always the top token" if cfg.greedy else f"temperature {cfg.temperature:.2f}"
-        text.value = f'<div class="inferlab-peek"><b>{html.escape(label)}</b><ol>{items}</ol></div>'
-        fig = candidate_bars(probs, text_of_ids, k=n, title=f"Next token{after} ({label})", x_max=1.0)
+        note = "<br><small>in the model's order; greedy gives the top one 100%</small>" if cfg.greedy else ""
+        text.value = f'<div class="inferlab-peek"><b>{html.escape(label)}</b>{note}<ol>{items}</ol></div>'
+        # greedy bars would all be 0 but one: draw the same candidates at temperature 1 instead, in the same order
+        shown = row.softmax(-1) if cfg.greedy else probs
+        title = ("Greedy picks the top one; bars: temperature 1" if cfg.greedy
+                 else f"Next token{after} ({label})")
+        fig = candidate_bars(shown, text_of_ids, k=n, title=title, x_max=1.0)
         show_figure(out, fig, "figure: the next-token candidates")
 
     slider.observe(draw, names="value")
     draw()
-    box = w.VBox([slider, w.HBox([text, out])])
+    box = PeekView([slider, w.HBox([text, out])])
     box.add_class("inferlab-peek-box")  # a stable handle for the browser test
     return box

@@ -8,11 +8,17 @@ It uses ``inferlab.stream``; each ``TokenEvent`` updates the widget the moment i
 the library returns it (a stop string is cut from it). This widget is a live run by design, so it takes
 the model; every other view takes data. Outside a live kernel (nbval, an HTML export) it simply runs once
 and shows the final state.
+
+A small model writes its answer faster than anyone can watch, so the view also offers a slow-motion
+**replay** of the last run at a chosen pace (tokens per second): the engine's ``Stream`` replays its
+events from memory when iterated again, so the model does not run again and the readout keeps the real
+times. The text box keeps its newest line in sight (it scrolls from the bottom).
 """
 
 from __future__ import annotations
 
 import html
+import time
 
 import ipywidgets as w
 
@@ -21,10 +27,14 @@ from ..models import Model
 from . import error_box, message
 
 _BOX = ("font-family:monospace;white-space:pre-wrap;border:1px solid #ddd;border-radius:4px;"
-        "padding:8px;min-height:3em;max-height:16em;overflow-y:auto")
+        "padding:8px;min-height:3em")
+# The widget scrolls, not the box inside it: column-reverse anchors the scroll position at the bottom,
+# so the newest text stays visible as the answer grows past the height.
+_SCROLL = {"max_height": "16em", "overflow_y": "auto", "flex_flow": "column-reverse", "width": "95%"}
 
 
-def _readout(n: int, ttft: float | None, t_last: float | None, done: bool, stop_reason: str = "") -> str:
+def _readout(n: int, ttft: float | None, t_last: float | None, done: bool, stop_reason: str = "",
+             replay: float | None = None) -> str:
     """One line: TTFT, running TPOT = (t_last - TTFT) / (n - 1), tokens so far."""
     if ttft is None:
         return '<span style="color:#555">waiting for the first token ...</span>'
@@ -33,32 +43,56 @@ def _readout(n: int, ttft: float | None, t_last: float | None, done: bool, stop_
              f"<b>TPOT</b> {tpot * 1e3:.2f} ms ({1 / tpot:.0f} tokens/s)" if tpot else "<b>TPOT</b> (needs 2 tokens)",
              f"<b>N</b> {n}", f"<b>E2E</b> {t_last * 1e3:.1f} ms"]
     state = f"done ({html.escape(stop_reason)})" if done else "streaming ..."
+    if replay:
+        state = f"slow-motion replay at {replay:g} tokens/s; the times are the real run's" + (" (done)" if done else "")
     return " · ".join(parts) + f' · <span style="color:#555">{state}</span>'
 
 
 class StreamingView(w.VBox):
-    """A prompt box, a token slider, a "Run again" button, the streamed text and a live readout.
+    """A prompt box, a token slider, "Run again", a slow-motion replay, the streamed text and a live readout.
 
-    ``trace`` holds the last completed run's ``Trace`` (None until one finished).
+    ``trace`` holds the last completed run's ``Trace`` (None until one finished); ``stream`` its ``Stream``.
     """
 
     def __init__(self, model: Model, prompt: str, max_new_tokens: int, stop_at_eos: bool, sampling: dict) -> None:
         self.model, self.sampling, self.stop_at_eos = model, sampling, stop_at_eos
         self.trace = None
+        self.stream = None
         self.prompt_box = w.Textarea(value=prompt, description="prompt", layout=w.Layout(width="95%"))
         self.tokens = w.IntSlider(value=max(1, min(max_new_tokens, model.info.n_ctx - 1)), min=1,
                                   max=max(1, min(512, model.info.n_ctx - 1)), description="new tokens",
                                   continuous_update=False)
         self.button = w.Button(description="Run again", icon="play", button_style="primary")
-        self.text = w.HTML(value=f'<div style="{_BOX}"></div>')
+        self.pace = w.FloatSlider(value=5.0, min=0.5, max=30.0, step=0.5, description="tokens/s",
+                                  continuous_update=False, readout_format=".1f")
+        self.replay_button = w.Button(description="Replay slowly", icon="step-forward",
+                                      tooltip="replay the last run at the chosen pace (the model does not run)")
+        self.text = w.HTML(value=f'<div style="{_BOX}"></div>', layout=w.Layout(**_SCROLL))
         self.readout = w.HTML()
         self.error = error_box()
         self.button.on_click(lambda _: self.run())
-        super().__init__([self.prompt_box, w.HBox([self.tokens, self.button]), self.error, self.text, self.readout])
+        self.replay_button.on_click(lambda _: self.replay(self.pace.value))
+        super().__init__([self.prompt_box, w.HBox([self.tokens, self.button]),
+                          w.HBox([self.pace, self.replay_button]), self.error, self.text, self.readout])
 
     def _show(self, prompt: str, answer: str) -> None:
         self.text.value = (f'<div style="{_BOX}"><span style="color:#888">{html.escape(prompt)}</span>'
                            f"<b>{html.escape(answer)}</b></div>")
+
+    def __repr__(self) -> str:
+        if self.trace is None:
+            return "<Streaming view: press Run again to stream an answer>"
+        lat = self.trace.latency
+        tpot = f", TPOT {lat.tpot * 1e3:.2f} ms" if lat.n_tokens > 1 else ""
+        return (f"<Streaming view: {self.trace.prompt!r} -> {self.trace.text!r} "
+                f"({lat.n_tokens} tokens, TTFT {lat.ttft * 1e3:.1f} ms{tpot})>")
+
+    def _repr_mimebundle_(self, **kwargs) -> dict:
+        bundle = super()._repr_mimebundle_(**kwargs) or {}
+        bundle["text/plain"] = repr(self)
+        bundle["text/html"] = (f"{self.text.value}{self.readout.value}<p><i>Interactive view: run this cell in "
+                               "JupyterLab to stream a new answer or replay it slowly.</i></p>")
+        return bundle
 
     def run(self) -> None:
         """Stream one answer for the current prompt and slider value, updating the widget per token."""
@@ -75,7 +109,7 @@ class StreamingView(w.VBox):
                 answer += ev.text  # the pieces as they come
                 self._show(prompt, answer)
                 self.readout.value = _readout(ev.index + 1, ttft, ev.t, False)
-            self.trace = s.trace
+            self.trace, self.stream = s.trace, s
             self._show(prompt, s.trace.text)  # the final answer, as the library returns it
             lat = s.trace.latency
             self.readout.value = _readout(lat.n_tokens, lat.ttft, lat.e2e, True, s.trace.stop_reason)
@@ -83,6 +117,34 @@ class StreamingView(w.VBox):
             self.error.value = message(str(exc))
         finally:
             self.button.disabled = False
+
+    def replay(self, tokens_per_s: float = 5.0) -> None:
+        """Show the last run again at ``tokens_per_s``; the readout shows each token's real time.
+
+        The engine's ``Stream`` replays its events from memory: the model does not run again.
+        """
+        if self.stream is None:
+            self.error.value = message("Nothing to replay yet: press Run again first.", kind="info")
+            return
+        if not isinstance(tokens_per_s, (int, float)) or not tokens_per_s > 0:
+            self.error.value = message(f"tokens_per_s={tokens_per_s!r} must be a number > 0, e.g. 5.")
+            return
+        self.error.value = ""
+        self.replay_button.disabled = self.button.disabled = True
+        try:
+            answer, ttft = "", None
+            for ev in self.stream:
+                ttft = ev.t if ttft is None else ttft
+                answer += ev.text
+                self._show(self.trace.prompt, answer)
+                self.readout.value = _readout(ev.index + 1, ttft, ev.t, False, replay=tokens_per_s)
+                time.sleep(1 / tokens_per_s)
+            lat = self.trace.latency
+            self._show(self.trace.prompt, self.trace.text)
+            self.readout.value = _readout(lat.n_tokens, lat.ttft, lat.e2e, True, self.trace.stop_reason,
+                                          replay=tokens_per_s)
+        finally:
+            self.replay_button.disabled = self.button.disabled = False
 
 
 def streaming_view(model: Model, prompt: str = "To be, or not to be", max_new_tokens: int = 40, *,

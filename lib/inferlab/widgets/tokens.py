@@ -7,32 +7,82 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
 
 import ipywidgets as w
 
 from ..tokens import BPE, EXAMPLES, MAX_CHARS, gpt2_bpe, tokenize, visible
 from ..viz.tokens import byte_map_html, chips_html, merge_table_html, stats_html
-from . import message
+from . import message, titled
 
 _TYPED = "(your own text)"
+DEBOUNCE_S = 0.15  # redraw this long after the last keystroke (Transformer Explainer waits about as long)
+
+
+def _call_later(delay: float, fn: Callable[[], None]):
+    """Run ``fn`` after ``delay`` seconds on the kernel's event loop; without a running loop, run it now."""
+    try:
+        return asyncio.get_running_loop().call_later(delay, fn)
+    except RuntimeError:  # no loop (a plain script or a test): nothing to wait for
+        fn()
+        return None
+
+
+class Debouncer:
+    """Call ``fn`` once, ``wait`` seconds after the last of a burst of calls (each keystroke restarts the wait).
+
+    ``schedule(delay, callback)`` starts the wait and returns a handle with ``cancel()``; the default uses
+    the kernel's asyncio loop. ``flush()`` runs a pending call at once.
+
+    >>> calls = []
+    >>> d = Debouncer(calls.append, 0.15, schedule=lambda delay, cb: None)   # never fires by itself
+    >>> d("a"); d("ab"); d.flush(); calls
+    ['ab']
+    """
+
+    def __init__(self, fn: Callable, wait: float = DEBOUNCE_S, *,
+                 schedule: Callable[[float, Callable[[], None]], object] = _call_later):
+        self.fn, self.wait, self.schedule = fn, wait, schedule
+        self._handle = None
+        self._pending: tuple | None = None
+
+    def __call__(self, *args) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+        self._pending = args
+        self._handle = self.schedule(self.wait, self.flush)
+
+    def flush(self) -> None:
+        """Run the pending call now (if any)."""
+        args, self._pending, self._handle = self._pending, None, None
+        if args is not None:
+            self.fn(*args)
 
 
 def token_box(tokenizer, text: str | None = None, examples: Mapping[str, str] = EXAMPLES, *,
-              max_chars: int = MAX_CHARS) -> w.VBox:
+              max_chars: int = MAX_CHARS, debounce_s: float = DEBOUNCE_S,
+              schedule: Callable[[float, Callable[[], None]], object] = _call_later) -> w.VBox:
     """A text box: type any text (or pick an example) and see its tokens, count, chars/token, bytes/token.
+
+    The chips follow the typing: every keystroke reaches the kernel (``continuous_update=True``) and the
+    view redraws ``debounce_s`` seconds after the last one, so a fast typist costs one redraw, not twenty.
 
     Args:
         tokenizer: GPT-2's tokenizer (``m.tokenizer``).
         text: the starting text (default: the first example).
         examples: name -> text, offered in a dropdown.
         max_chars: longer text gets a message instead of chips.
+        debounce_s, schedule: the wait after the last keystroke and how it is scheduled (see ``Debouncer``).
+
+    Returns:
+        A VBox ``[dropdown, text area, view]``; ``box.debouncer`` holds the pending redraw.
     """
     names = [_TYPED, *examples]
     first = next(iter(examples.values()), "") if text is None else text
     pick = w.Dropdown(options=names, value=names[1] if text is None and examples else _TYPED,
                       description="Example:", layout=w.Layout(width="320px"))
-    box = w.Textarea(value=first, placeholder="Type any text...", continuous_update=False,
+    box = w.Textarea(value=first, placeholder="Type any text...", continuous_update=True,
                      layout=w.Layout(width="100%", height="90px"))
     view = w.HTML()
 
@@ -56,15 +106,20 @@ def token_box(tokenizer, text: str | None = None, examples: Mapping[str, str] = 
         if change["new"] != _TYPED:
             box.value = examples[change["new"]]  # triggers redraw
 
+    later = Debouncer(redraw, debounce_s, schedule=schedule)
+
     def typed(_change) -> None:
         if pick.value != _TYPED and box.value != examples.get(pick.value):
             pick.value = _TYPED
-        redraw()
+        later()
 
     pick.observe(choose, names="value")
     box.observe(typed, names="value")
     redraw()
-    return w.VBox([pick, box, view])
+    view_box = titled(w.VBox([pick, box, view]), "Token box: type any text (or pick an example) and its tokens "
+                      "appear as chips as you type; run the cell to use it")
+    view_box.debouncer = later  # type: ignore[attr-defined]
+    return view_box
 
 
 def bpe_stepper(text: str = " inference", bpe: BPE | None = None) -> w.VBox:
@@ -122,4 +177,5 @@ def bpe_stepper(text: str = " inference", bpe: BPE | None = None) -> w.VBox:
     chunk.observe(pick, names="value")
     step.observe(show, names="value")
     split()
-    return w.VBox([w.HBox([box, chunk]), step, view])
+    return titled(w.VBox([w.HBox([box, chunk]), step, view]), "BPE stepper: type a word, pick a chunk and move "
+                  "the slider one merge at a time; run the cell to use it")

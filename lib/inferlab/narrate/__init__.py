@@ -1,0 +1,18 @@
+"""Each notebook's findings, told from its own numbers: one module per notebook (``n00`` ... ``n08``).
+
+Every function takes plain numbers or dataclasses (a ``Sweep``, a ``MachineProfile``, a ratio) and returns
+the Markdown of one finding, with a branch for the other outcome: "decode sat at 1.7x its floor ..." where
+the numbers support the lesson, "on this machine decode did NOT come near its floor, because ..." where
+they do not. No function measures, loads a model or draws; notebooks show the result with
+``Markdown(narrate.n04.decode_floor(...))`` in a cell whose source is collapsed (``jupyter.source_hidden``),
+so a learner reads prose, not templates, and translators find every sentence here.
+"""
+
+import importlib
+
+
+def __getattr__(name: str):
+    """``narrate.n04`` works after ``from inferlab import narrate``: a notebook's module is imported on first use."""
+    if len(name) == 3 and name[0] == "n" and name[1:].isdigit():
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

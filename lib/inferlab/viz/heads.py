@@ -1,0 +1,131 @@
+"""Head views: BertViz's lines view, what switching a head off changed, and Flash Attention's tiles.
+
+Plain data in, a plotly figure out: ``attention.Patterns`` (``[layers, heads, query_pos, key_pos]``),
+``heads.Ablation``, or plain numbers. Nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+import torch
+from plotly.subplots import make_subplots
+
+from ..attention import Patterns
+from ..heads import Ablation
+from . import PALETTE, base_layout, require, show_token
+
+MAX_WIDTH = 8.0  # pixels: the width of a line carrying all of a query's weight
+
+
+def line_segments(attention: torch.Tensor, *, query: int | None = None,
+                  min_weight: float = 0.02) -> list[tuple[int, int, float]]:
+    """``(query_pos, key_pos, weight)`` for every weight >= ``min_weight`` of one pattern ``[query_pos, key_pos]``
+    (only row ``query`` when given), in row order."""
+    require(attention.dim() == 2 and attention.shape[0] == attention.shape[1],
+            f"attention must be one head's pattern [query_pos, key_pos], got shape {list(attention.shape)}. "
+            "Fix: patterns.attention[layer, head].")
+    rows = range(attention.shape[0]) if query is None else [query]
+    return [(q, k, float(attention[q, k])) for q in rows for k in range(q + 1)
+            if float(attention[q, k]) >= min_weight]
+
+
+def lines_figure(patterns: Patterns, layer: int, head: int | None = None, *, query: int | None = None,
+                 min_weight: float = 0.02, max_width: float = MAX_WIDTH) -> go.Figure:
+    """BertViz's lines view: tokens twice (left: looking, right: looked at), a line for each weight,
+    line width = ``max_width`` x weight. ``head=None`` overlays every head of the layer, one colour each;
+    ``query`` keeps one token's lines. Weights below ``min_weight`` are not drawn."""
+    require(isinstance(patterns, Patterns), f"patterns must be attention.Patterns, got {type(patterns).__name__}. "
+            "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).")
+    L, H, T, _ = patterns.shape
+    require(isinstance(layer, int) and 0 <= layer < L, f"layer={layer!r}: expected 0..{L - 1}. Fix: pick one.")
+    require(head is None or (isinstance(head, int) and 0 <= head < H),
+            f"head={head!r}: expected 0..{H - 1}, or None for every head. Fix: pick one of those.")
+    require(query is None or (isinstance(query, int) and 0 <= query < T),
+            f"query={query!r}: expected a position 0..{T - 1}, or None for every token. Fix: pick a token.")
+    heads = range(H) if head is None else [head]
+    shapes = []
+    for h in heads:
+        hexa = PALETTE[h % len(PALETTE)]
+        color = f"rgba({int(hexa[1:3], 16)},{int(hexa[3:5], 16)},{int(hexa[5:7], 16)},0.75)"  # see-through overlaps
+        for q, k, wt in line_segments(patterns.attention[layer, h], query=query, min_weight=min_weight):
+            shapes.append({"type": "line", "x0": 0.12, "y0": q, "x1": 0.88, "y1": k, "layer": "below",
+                           "line": {"color": color, "width": round(max_width * wt, 3)}})
+    labels = [f"{i} {show_token(p)}" for i, p in enumerate(patterns.pieces)]
+    fig = go.Figure([go.Scatter(x=[0.1] * T, y=list(range(T)), mode="text", text=labels, textposition="middle left",
+                                hovertemplate="%{text} (looking)<extra></extra>", showlegend=False),
+                     go.Scatter(x=[0.9] * T, y=list(range(T)), mode="text", text=labels,
+                                textposition="middle right", hovertemplate="%{text} (looked at)<extra></extra>",
+                                showlegend=False)])
+    for h in heads:  # a legend entry per colour
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"head {h}",
+                                 line={"color": PALETTE[h % len(PALETTE)], "width": 4}))
+    fig.update_layout(shapes=shapes, showlegend=head is None)
+    fig.update_xaxes(range=[-0.45, 1.45], visible=False, fixedrange=True)
+    fig.update_yaxes(range=[T - 0.5, -0.5], visible=False)
+    who = "every head" if head is None else f"head {head}"
+    one = "" if query is None else f", token {query} only"
+    fig = base_layout(fig, f"Layer {layer}, {who}{one}<br><sub>line width = attention weight</sub>",
+                      height=max(300, 22 * T + 110))
+    fig.update_layout(legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "top", "font": {"size": 11}})
+    return fig.update_layout(width=480, margin={"l": 10, "r": 10, "t": 70, "b": 40 if head is None else 10})
+
+
+def ablation_figure(ablation: Ablation, pieces: dict[int, str], *, k: int = 8) -> go.Figure:
+    """The ``k`` most likely next tokens with every head on, and their probabilities with the heads off.
+
+    ``pieces`` maps token id -> text for at least those ids (e.g. ``{i: m.decode([i]) for i in ...}``).
+    """
+    require(isinstance(ablation, Ablation), "ablation must come from heads.ablate(m, ids, heads).")
+    top = ablation.probs.topk(k).indices.tolist()
+    missing = [i for i in top if i not in pieces]
+    require(not missing, f"pieces has no text for ids {missing}. Fix: pass {{i: m.decode([i]) for i in ids}}.")
+    names = [f"{show_token(pieces[i])!r}" for i in top]
+    off = ", ".join(f"layer {a}" + (" (every head)" if b is None else f" head {b}") for a, b in ablation.heads)
+    fig = go.Figure([
+        go.Bar(x=names, y=[float(ablation.probs[i]) for i in top], name="every head on", marker_color=PALETTE[0]),
+        go.Bar(x=names, y=[float(ablation.probs_off[i]) for i in top], name=f"{off or 'nothing'} off",
+               marker_color=PALETTE[1])])
+    fig.update_layout(barmode="group", legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"})
+    fig = base_layout(fig, f"Next token, on and off: loss {ablation.loss:.2f} -> {ablation.loss_off:.2f} "
+                      "nats/token", "next token (most likely with every head on)", "probability", height=400)
+    return fig.update_layout(margin={"t": 90})
+
+
+def flash_tiles_figure(tokens: int = 16, tile: int = 4) -> go.Figure:
+    """Eager attention keeps the whole ``[query_pos, key_pos]`` matrix; Flash Attention one tile at a time.
+
+    Left: every score of a ``tokens x tokens`` pattern held in memory at once (the causal half used).
+    Right: query tile 2 meeting each key tile in turn; only the current tile of scores exists, on chip,
+    while a running max and sum (the online softmax) carry what earlier tiles contributed.
+    """
+    require(isinstance(tokens, int) and isinstance(tile, int) and 1 <= tile <= tokens <= 64,
+            f"tokens={tokens!r}, tile={tile!r}: expected 1 <= tile <= tokens <= 64. Fix: e.g. tokens=16, tile=4.")
+    n = math.ceil(tokens / tile)
+    qt = min(2, n - 1)  # the query tile shown working
+    eager = [[1.0 if k <= q else None for k in range(tokens)] for q in range(tokens)]
+    flash = [[None] * tokens for _ in range(tokens)]
+    for q in range(qt * tile, min((qt + 1) * tile, tokens)):
+        for k in range(q + 1):
+            flash[q][k] = 1.0 if k // tile == qt else 0.35  # the tile on chip now; tiles already folded in
+    fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=[
+        f"eager: all {tokens} x {tokens} scores in memory", f"flash: one {tile} x {tile} tile at a time"])
+    scale = [[0, "#cfe0f1"], [1, PALETTE[0]]]
+    for c, z in enumerate((eager, flash)):
+        fig.add_trace(go.Heatmap(z=z, zmin=0, zmax=1, colorscale=scale, showscale=False, xgap=1, ygap=1,
+                                 hovertemplate="query %{y}, key %{x}<extra></extra>"), row=1, col=c + 1)
+    for i in range(1, n):  # tile borders
+        for axis in ("x", "y"):
+            fig.add_shape(type="line", xref="x2", yref="y2", line={"color": "#444", "width": 1},
+                          **({"x0": i * tile - 0.5, "x1": i * tile - 0.5, "y0": -0.5, "y1": tokens - 0.5}
+                             if axis == "x" else {"y0": i * tile - 0.5, "y1": i * tile - 0.5, "x0": -0.5,
+                                                  "x1": tokens - 0.5}))
+    fig.update_yaxes(autorange="reversed", title_text="query position")
+    fig.update_xaxes(title_text="key position")
+    fig.add_annotation(text="right: dark = the tile of scores on chip now; light = tiles already folded into the "
+                       "running max and sum,<br>then dropped; blank = other query tiles, done one at a time",
+                       x=0.5, y=-0.3, xref="paper", yref="paper", showarrow=False)
+    fig = base_layout(fig, "What is in memory at once: the whole matrix (eager) or one tile (Flash Attention)",
+                      height=450)
+    return fig.update_layout(margin={"l": 60, "r": 20, "t": 80, "b": 110})
