@@ -26,3 +26,14 @@ def model() -> il.Model:
 def short_trace(model) -> il.Trace:
     """A short greedy run with everything recorded (shared by figure tests)."""
     return il.generate(model, "To be, or not to be", max_new_tokens=6, record="all")
+
+
+@pytest.fixture(scope="module")
+def own_choice_cache(tmp_path_factory):
+    """weights="auto" remembers its measurements: a module that times layouts keeps its own, in a fresh folder."""
+    from inferlab import fast_choice
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("INFERLAB_CACHE", str(tmp_path_factory.mktemp("choice_cache")))
+        mp.setattr(fast_choice, "_MEMORY", {})
+        yield

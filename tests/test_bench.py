@@ -15,14 +15,7 @@ from inferlab.viz import speed
 
 PROMPT = "To be, or not to be, that is the question"
 
-
-@pytest.fixture(autouse=True, scope="module")
-def own_choice_cache(tmp_path_factory):
-    """weights="auto" remembers its measurements: keep this module's in a folder of its own."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("INFERLAB_CACHE", str(tmp_path_factory.mktemp("choice_cache")))
-        mp.setattr(fast_choice, "_MEMORY", {})
-        yield
+pytestmark = pytest.mark.usefixtures("own_choice_cache")  # conftest.py: a choice cache of its own
 
 
 # ----------------------------------------------------------------------------- weight formats, kernels
