@@ -14,6 +14,7 @@ REPO = LIB.parents[1]
 
 # Lower layers never import higher ones. A package entry ("measure") covers every module inside it.
 LAYERS: list[tuple[str, ...]] = [
+    ("i18n",),                                              # the language a reader reads
     ("errors", "paths", "progress", "timing"),              # plain helpers
     ("cost",),                                              # formulas: FLOPs, bytes, floors, published shapes
     ("_hf",),                                               # the one adapter to Hugging Face

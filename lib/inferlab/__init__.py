@@ -14,6 +14,7 @@ from . import cost, timing  # noqa: F401 - il.cost and il.timing for notebooks
 from .cache import CacheSnapshot, KVCache
 from .engine import Stream, decode_step, forward_full, generate, prefill, reference_generate, stream
 from .generation import GenerationConfig, TokenEvent
+from .i18n import by_language, language, set_language, tr
 from .models import Model, ModelInfo, load
 from .sampling import GREEDY, SamplingConfig, SamplingStep, filter_logits, sample, sample_with_steps
 from .timing import Latency, Summary, summarize
@@ -23,7 +24,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "GREEDY", "CacheSnapshot", "GenerationConfig", "KVCache", "Latency", "Model", "ModelInfo", "SamplingConfig",
-    "SamplingStep", "StepRecord", "Stream", "Summary", "TokenEvent", "Trace", "decode_step", "filter_logits",
-    "forward_full", "generate", "load", "prefill", "reference_generate", "sample", "sample_with_steps", "stream",
-    "summarize",
+    "SamplingStep", "StepRecord", "Stream", "Summary", "TokenEvent", "Trace", "by_language", "decode_step",
+    "filter_logits", "forward_full", "generate", "language", "load", "prefill", "reference_generate", "sample",
+    "sample_with_steps", "set_language", "stream", "summarize", "tr",
 ]

@@ -1,0 +1,96 @@
+"""The language a learner reads: English (the default) or Simplified Chinese, chosen in one place.
+
+Everything the library shows a reader — figure titles, axis labels, hover text, legends, widget labels and
+their messages, narration built from numbers, ``about.environment()``, the errors a widget shows — goes
+through ``tr``. The English text is the key (as with gettext's msgid), so the code reads as it did; the
+Chinese text lives in ``locale/zh_*.json`` (one file per area of the library). A test checks that every
+``tr("...")`` in the library has a Chinese entry with the same ``{fields}``.
+
+Choose the language once per notebook (``il.set_language("zh")``) or for a whole session with the
+environment variable ``INFERLAB_LANG=zh``::
+
+    >>> from inferlab import i18n
+    >>> i18n.set_language("en"); i18n.tr("{n} tokens", n=3)
+    '3 tokens'
+    >>> i18n.by_language(en="To be, or not to be", zh="床前明月光，")   # examples that differ by reader
+    'To be, or not to be'
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from functools import cache
+from pathlib import Path
+from typing import Any, TypeVar
+
+LANGUAGES = {"en": "English", "zh": "简体中文"}
+DEFAULT = "en"
+ENV = "INFERLAB_LANG"
+LOCALE_DIR = Path(__file__).resolve().parent / "locale"
+# Spellings a learner may reasonably type for the two languages.
+_ALIASES = {"zh-cn": "zh", "zh_cn": "zh", "zh-hans": "zh", "cn": "zh", "chinese": "zh", "中文": "zh",
+            "en-us": "en", "en_us": "en", "en-gb": "en", "english": "en"}
+
+_chosen: str | None = None
+T = TypeVar("T")
+
+
+def _normalize(lang: Any, name: str) -> str:
+    key = str(lang).strip().lower() if isinstance(lang, str) else lang
+    key = _ALIASES.get(key, key)
+    if key not in LANGUAGES:
+        allowed = ", ".join(f"{k!r} ({v})" for k, v in LANGUAGES.items())
+        # Built by hand, not with errors.bad_value: i18n sits below errors (errors may translate).
+        raise ValueError(f"{name}={lang!r} is not allowed: expected one of {allowed}. "
+                         'Fix: call il.set_language("en") or il.set_language("zh").')
+    return key
+
+
+def set_language(lang: str) -> str:
+    """Choose the language of everything the library shows from now on; returns the code ("en" or "zh")."""
+    global _chosen
+    _chosen = _normalize(lang, "lang")
+    return _chosen
+
+
+def language() -> str:
+    """The language in use: the last ``set_language``, else ``INFERLAB_LANG``, else English."""
+    if _chosen is not None:
+        return _chosen
+    env = os.environ.get(ENV, "").strip()
+    return _normalize(env, ENV) if env else DEFAULT
+
+
+@cache
+def catalog(lang: str) -> dict[str, str]:
+    """All translations into ``lang``, English text -> translated text (empty for English)."""
+    merged: dict[str, str] = {}
+    for path in sorted(LOCALE_DIR.glob(f"{lang}_*.json")):
+        for key, text in json.loads(path.read_text(encoding="utf-8")).items():
+            if key in merged and merged[key] != text:
+                raise ValueError(f"{path.name}: {key!r} is translated differently in another {lang}_*.json file")
+            merged[key] = text
+    return merged
+
+
+def tr(text: str, /, **fields: Any) -> str:
+    """``text`` in the current language, with ``{fields}`` filled in (``str.format`` syntax, e.g. ``{ms:.1f}``).
+
+    A missing translation falls back to English (the test suite makes sure none is missing).
+    """
+    lang = language()
+    if lang != DEFAULT:
+        text = catalog(lang).get(text, text)
+    return text.format(**fields) if fields else text
+
+
+def by_language(**choices: T) -> T:
+    """Pick the value for the current language: ``by_language(en="...", zh="...")`` (both must be given)."""
+    missing = sorted(set(LANGUAGES) - set(choices))
+    extra = sorted(set(choices) - set(LANGUAGES))
+    if missing or extra:
+        fix = ", ".join(m + "=..." for m in missing) if missing else "only " + ", ".join(LANGUAGES)
+        raise ValueError(f"by_language got {sorted(choices)}: expected one keyword per language "
+                         f"({', '.join(LANGUAGES)}). Fix: give {fix}.")
+    return choices[language()]
