@@ -106,3 +106,43 @@ def test_collapsed_narration_cells_show_their_output_not_their_template():
     nb, _ = export_html.prepare(nbformat.v4.new_notebook(cells=[narration, shown]), "00_x")
     body, _ = HTMLExporter(template_name="lab").from_notebook_node(nb)
     assert "TEMPLATE_SOURCE" not in body and "Decode sat at 1.2x its floor." in body and "VISIBLE_CODE" in body
+
+
+def test_links_resolve_from_the_chinese_edition_and_the_glossaries():
+    zh = ('<a href="../00_start_here.ipynb#the-two-source-articles">English</a> <a href="05_kv_cache.ipynb">next</a> '
+          '<a href="../../docs/GLOSSARY.zh.md#kv-cache">KV Cache</a> <a href="../../README.zh.md">readme</a>')
+    assert rewrite_links(zh, "notebooks/zh/04_prefill_and_decode.ipynb") == (
+        '<a href="../00_start_here.html#the-two-source-articles">English</a> <a href="05_kv_cache.html">next</a> '
+        '<a href="glossary.html#kv-cache">KV Cache</a> <a href="../../README.zh.md">readme</a>')
+    assert rewrite_links('<a href="zh/01_tokens.ipynb">中文版</a>', "notebooks/01_tokens.ipynb") == (
+        '<a href="zh/01_tokens.html">中文版</a>')
+    # The Chinese glossary (site: zh/glossary.html) links notebooks of its own edition and the English glossary.
+    glossary_zh = rewrite_links('<a href="../notebooks/zh/05_kv_cache.ipynb#a">x</a> <a href="GLOSSARY.md#b">en</a>',
+                                "docs/GLOSSARY.zh.md")
+    assert glossary_zh == '<a href="05_kv_cache.html#a">x</a> <a href="../glossary.html#b">en</a>'
+
+
+def test_the_chinese_edition_gets_its_own_folder_index_and_notes(tmp_path):
+    course = tmp_path / "course"
+    (course / "notebooks" / "zh").mkdir(parents=True)
+    (course / "docs").mkdir()
+    (course / "docs" / "GLOSSARY.md").write_text("# Glossary\n", encoding="utf-8")
+    (course / "docs" / "GLOSSARY.zh.md").write_text("# 术语表\n", encoding="utf-8")
+    view = nbformat.v4.new_output("display_data", data={WIDGET: {"model_id": "view"}, "text/plain": "VBox()"})
+    paths = []
+    for folder, title in ((course / "notebooks", "# 01 · Tokens"), (course / "notebooks" / "zh", "# 01 · Token")):
+        nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(title),
+                                             nbformat.v4.new_code_cell("view", outputs=[view])])
+        nb.metadata["widgets"] = {WIDGET_STATE_MIME: {"state": STATE}}
+        nbformat.write(nb, folder / "01_tokens.ipynb")
+        paths.append(folder / "01_tokens.ipynb")
+    pages = export_html.export(tmp_path / "site", paths)
+    site = tmp_path / "site"
+    assert pages == [("01_tokens", 1), ("zh/01_tokens", 1)]
+    zh_page = (site / "zh" / "01_tokens.html").read_text(encoding="utf-8")
+    assert '<script src="../plotly.min.js">' in zh_page and "请在 JupyterLab 中打开" in zh_page
+    assert "open this notebook in JupyterLab" in (site / "01_tokens.html").read_text(encoding="utf-8")
+    zh_index = (site / "zh" / "index.html").read_text(encoding="utf-8")
+    assert 'href="../index.html"' in zh_index and "01 · Token" in zh_index and 'href="glossary.html"' in zh_index
+    assert 'href="zh/index.html"' in (site / "index.html").read_text(encoding="utf-8")
+    assert "术语表" in (site / "zh" / "glossary.html").read_text(encoding="utf-8")

@@ -1,6 +1,6 @@
 """The offline HTML edition: every executed notebook as a web page, figures embedded, no CDN.
 
-    python -m inferlab.tools.export_html            # writes site/ (index.html + one page per notebook)
+    python -m inferlab.tools.export_html            # writes site/: index.html, a page per notebook, zh/ in Chinese
     python -m inferlab.tools.export_html --out DIR [--root COURSE] [notebooks/01_tokens.ipynb ...]
 
 It reads the notebooks as stored (executed, on the bundled model), so it needs no kernel and takes
@@ -28,6 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import offline_page
 from .notebook_tools import NotebookError, find_root, notebooks_in, read_notebook, shown
 from .offline_page import math_to_mathml, rewrite_links, static_view, strip_cdn_scripts, widget_state
 
@@ -51,7 +52,7 @@ def _figure_html(spec: dict, div_id: str) -> str:
             f'<script type="text/javascript">Plotly.newPlot("{div_id}", {data}, {layout}, {config});</script>')
 
 
-def prepare(nb, stem: str):
+def prepare(nb, stem: str, lang: str = "en"):
     """Make ``nb`` (changed in place) ready for a static page; returns it and its number of figures.
 
     Plotly outputs become embeddable HTML, Markdown math becomes MathML, widget outputs become their
@@ -75,7 +76,7 @@ def prepare(nb, stem: str):
                 data["text/html"] = figure(data.pop(PLOTLY_MIME))
                 data.pop("text/plain", None)
             elif WIDGET_MIME in data:
-                view = static_view(data, state, figure)
+                view = static_view(data, state, figure, lang)
                 if view is None:
                     continue
                 out["data"] = {"text/html": view}
@@ -90,19 +91,67 @@ def prepare(nb, stem: str):
     return nb, count
 
 
-def _page(exporter, nb) -> str:
+def _page(exporter, nb, source: str) -> str:
+    """One HTML page; ``source`` is the notebook's repository path (links and plotly.js are found from there)."""
     body, _ = exporter.from_notebook_node(nb)
-    body = rewrite_links(strip_cdn_scripts(body))
-    # Load the local plotly.js before the first figure's script runs.
-    return body.replace("<head>", '<head>\n<script src="plotly.min.js"></script>', 1)
+    body = rewrite_links(strip_cdn_scripts(body), source)
+    depth = (offline_page.site_path(source) or "x.html").count("/")
+    # Load the local plotly.js (one copy, at the top of the site) before the first figure's script runs.
+    return body.replace("<head>", f'<head>\n<script src="{"../" * depth}plotly.min.js"></script>', 1)
 
 
-def glossary_page(exporter, glossary: Path) -> str:
-    """``docs/GLOSSARY.md`` as a page styled like the notebooks (one Markdown cell, math and links converted)."""
+def glossary_page(exporter, glossary: Path, source: str = "docs/GLOSSARY.md") -> str:
+    """A glossary (``docs/GLOSSARY.md`` or its Chinese twin) as a page styled like the notebooks."""
     import nbformat
 
     text = glossary.read_text(encoding="utf-8")
-    return _page(exporter, nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(math_to_mathml(text))]))
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(math_to_mathml(text))])
+    return _page(exporter, nb, source)
+
+
+def repo_path(notebook: Path) -> str:
+    """``notebooks/zh/NN.ipynb`` for a Chinese-edition notebook, else ``notebooks/NN.ipynb``."""
+    notebook = Path(notebook).absolute()
+    if notebook.parent.name == "zh" and notebook.parent.parent.name == "notebooks":
+        return f"notebooks/zh/{notebook.name}"
+    return f"notebooks/{notebook.name}"
+
+
+def title_of(nb, fallback: str) -> str:
+    """The notebook's first Markdown heading (``# 00 · Start here ...``), or ``fallback``."""
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            for line in cell.source.splitlines():
+                if line.startswith("# "):
+                    return line[2:].strip()
+    return fallback
+
+
+INDEX_TEXT = {
+    "en": {"lang": "en", "title": "inferlab: the course", "h1": "inferlab: how a language model answers a prompt",
+           "intro": "The offline edition of the course: every notebook as executed on the bundled model. "
+                    "Works without a network. To run the cells and use the widgets, open the notebooks in JupyterLab.",
+           "switch": '<a href="zh/index.html" lang="zh">中文版</a>',
+           "figures": "figures", "glossary": "Glossary",
+           "glossary_more": ": every term of the course in a sentence or two."},
+    "zh": {"lang": "zh-CN", "title": "inferlab：课程", "h1": "inferlab：大语言模型如何回答一个提示",
+           "intro": "课程的离线版：每个 notebook 都在随附的小模型上执行过，无需联网即可阅读。"
+                    "要运行代码、使用交互控件，请在 JupyterLab 中打开 notebook。",
+           "switch": '<a href="../index.html" lang="en">English</a>',
+           "figures": "张图", "glossary": "术语表", "glossary_more": "：课程中的每个术语，一两句话说清。"},
+}
+
+
+def index_page(lang: str, pages: list[tuple[str, str, int]], has_glossary: bool) -> str:
+    """The index of one language: the switch to the other language, the notebooks in order, the glossary."""
+    t = INDEX_TEXT[lang]
+    items = "\n".join(f'<li><a href="{html.escape(stem)}.html">{html.escape(title)}</a> ({n} {t["figures"]})</li>'
+                      for stem, title, n in pages)
+    extra = f'<p><a href="glossary.html">{t["glossary"]}</a>{t["glossary_more"]}</p>' if has_glossary else ""
+    return (f"<!doctype html><html lang='{t['lang']}'><head><meta charset='utf-8'><title>{t['title']}</title></head>"
+            "<body style='font-family:sans-serif;max-width:50em;margin:2em auto'>"
+            f"<p class='inferlab-language-switch' style='text-align:right'>{t['switch']}</p>"
+            f"<h1>{t['h1']}</h1><p>{t['intro']}</p><ol>{items}</ol>{extra}</body></html>")
 
 
 def check_out_dir(out_dir: Path) -> Path:
@@ -132,7 +181,10 @@ def _pages(notebooks: list[Path]) -> dict[Path, object]:
 def export(out_dir: Path, notebooks: list[Path], glossary: Path | None = None) -> list[tuple[str, int]]:
     """Write one page per notebook, ``index.html``, ``plotly.min.js`` and ``glossary.html`` into ``out_dir``.
 
-    ``glossary`` defaults to ``docs/GLOSSARY.md`` of the course the first notebook belongs to (skipped if absent).
+    Chinese-edition notebooks (``notebooks/zh/``) go to ``out_dir/zh/`` with their own index and glossary
+    (``docs/GLOSSARY.zh.md``); each index links to the other language. ``glossary`` is the English glossary
+    file (default: ``docs/GLOSSARY.md`` of the course the first notebook belongs to; skipped if absent).
+    Returns (page path without ``.html``, e.g. ``zh/01_tokens``, number of figures) per notebook.
     """
     from nbconvert import HTMLExporter
 
@@ -145,25 +197,31 @@ def export(out_dir: Path, notebooks: list[Path], glossary: Path | None = None) -
     build = Path(tempfile.mkdtemp(dir=existing, prefix=f".{out_dir.name}.partial-"))
     try:
         shutil.copy(plotly_js_path(), build / "plotly.min.js")
+        by_lang: dict[str, list[tuple[str, str, int]]] = {"en": [], "zh": []}
         for path, nb in books.items():
-            nb, n_figs = prepare(nb, path.stem)
-            (build / f"{path.stem}.html").write_text(_page(exporter, nb), encoding="utf-8")
-            pages.append((path.stem, n_figs))
-        items = "\n".join(f'<li><a href="{html.escape(s)}.html">{html.escape(s)}</a> ({n} figures)</li>'
-                          for s, n in pages)
-        extra = ""
-        glossary = glossary or Path(notebooks[0]).absolute().parent.parent / "docs" / "GLOSSARY.md"
-        if glossary.is_file():
-            (build / "glossary.html").write_text(glossary_page(exporter, glossary), encoding="utf-8")
-            extra = '<p><a href="glossary.html">Glossary</a>: every term of the course in a sentence or two.</p>'
-
-        (build / "index.html").write_text(
-            "<!doctype html><html><head><meta charset='utf-8'><title>inferlab: the course</title></head>"
-            "<body style='font-family:sans-serif;max-width:50em;margin:2em auto'>"
-            "<h1>inferlab: how a language model answers a prompt</h1>"
-            "<p>The offline edition of the course: every notebook as executed on the bundled model. "
-            "Works without a network. To run the cells and use the widgets, open the notebooks in JupyterLab.</p>"
-            f"<ol>{items}</ol>{extra}</body></html>", encoding="utf-8")
+            source = repo_path(path)
+            lang = "zh" if source.startswith("notebooks/zh/") else "en"
+            title = title_of(nb, path.stem)
+            nb, n_figs = prepare(nb, path.stem, lang)
+            target = build / offline_page.site_path(source)
+            target.parent.mkdir(exist_ok=True)
+            target.write_text(_page(exporter, nb, source), encoding="utf-8")
+            pages.append((source.removeprefix("notebooks/").removesuffix(".ipynb"), n_figs))
+            by_lang[lang].append((path.stem, title, n_figs))
+        first = Path(notebooks[0]).absolute()
+        root = first.parents[2] if repo_path(first).startswith("notebooks/zh/") else first.parents[1]
+        docs = Path(glossary).absolute().parent if glossary else root / "docs"
+        for lang, source in (("en", "docs/GLOSSARY.md"), ("zh", "docs/GLOSSARY.zh.md")):
+            if lang == "zh" and not by_lang["zh"]:
+                continue
+            gloss = docs / Path(source).name
+            if gloss.is_file():
+                target = build / offline_page.site_path(source)
+                target.parent.mkdir(exist_ok=True)
+                target.write_text(glossary_page(exporter, gloss, source), encoding="utf-8")
+            folder = build if lang == "en" else build / "zh"
+            folder.mkdir(exist_ok=True)
+            (folder / "index.html").write_text(index_page(lang, by_lang[lang], gloss.is_file()), encoding="utf-8")
         if out_dir.exists():
             for page in build.iterdir():
                 os.replace(page, out_dir / page.name)

@@ -64,11 +64,12 @@ def find_root(start: Path | None = None) -> Path:
 
 
 def notebooks_in(root: Path) -> list[Path]:
-    """Every ``notebooks/*.ipynb`` of the course folder ``root``, in reading order."""
+    """Every notebook of the course folder ``root`` in reading order: ``notebooks/*.ipynb``, then the Chinese
+    edition ``notebooks/zh/*.ipynb``."""
     folder = Path(root) / "notebooks"
     if not folder.is_dir():
         raise NotebookError(f"{root}: has no notebooks/ folder. Fix: pass --root the top folder of the course.")
-    return sorted(folder.glob("*.ipynb"))
+    return sorted(folder.glob("*.ipynb")) + sorted(folder.glob("zh/*.ipynb"))
 
 
 def git_text(path: Path) -> str | None:
@@ -240,7 +241,8 @@ def parser() -> argparse.ArgumentParser:
     for name, text in (("execute", "run notebooks and store them executed (default: every notebook)"),
                        ("check", "check stored notebooks are executed, fresh and error-free (default: every one)")):
         p = sub.add_parser(name, help=text, description=text)
-        p.add_argument("notebooks", nargs="*", type=Path, help="notebook files (default: every notebooks/*.ipynb)")
+        p.add_argument("notebooks", nargs="*", type=Path,
+                       help="notebook files (default: notebooks/*.ipynb and notebooks/zh/*.ipynb)")
         p.add_argument("--root", type=Path, default=None,
                        help="the course folder (default: the nearest folder at or above here holding notebooks/)")
         if name == "check":

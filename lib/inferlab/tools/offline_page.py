@@ -5,7 +5,9 @@ Used by ``export_html``; each function takes plain text or a notebook's JSON par
 - Math: ``$...$`` and ``$$...$$`` in Markdown become MathML at export time (``latex2mathml``), which the
   browser draws itself: no MathJax, no script, no network when the page is viewed.
 - Links: ``01_tokens.ipynb#a-heading`` becomes ``01_tokens.html#a-heading``; ``docs/GLOSSARY.md#kv-cache``
-  becomes ``glossary.html#kv-cache``.
+  becomes ``glossary.html#kv-cache``. The Chinese edition lives in ``zh/`` (``notebooks/zh/*.ipynb`` ->
+  ``zh/*.html``, ``docs/GLOSSARY.zh.md`` -> ``zh/glossary.html``); links are resolved from the page's own
+  place, so ``../00_start_here.ipynb`` in a Chinese notebook reaches the English page.
 - Widgets: a progress bar is dropped (it teaches nothing once the cell has run); an interactive view
   becomes a note plus the figures it showed when the notebook was stored; a view that carries its own
   static HTML (``class="inferlab-static"``, e.g. a self-check's questions with their answers) shows that.
@@ -14,6 +16,7 @@ Used by ``export_html``; each function takes plain text or a notebook's JSON par
 
 from __future__ import annotations
 
+import posixpath
 import re
 from collections.abc import Callable, Iterator
 
@@ -23,12 +26,18 @@ PROGRESS_MODELS = {"IntProgressModel", "FloatProgressModel"}
 PROGRESS_PARTS = PROGRESS_MODELS | {"HBoxModel", "HTMLModel", "LabelModel"}
 STATIC_MARK = 'class="inferlab-static'
 WIDGET_NOTE = ('<div class="inferlab-widget-note" style="border:1px dashed #bbb;padding:6px;color:#555">'
-               "Interactive widget: open this notebook in JupyterLab to use it.{more}</div>")
+               "{note}{more}</div>")
+# The note in the page's language (the Chinese edition's pages are Chinese throughout).
+NOTE_TEXT = {"en": ("Interactive widget: open this notebook in JupyterLab to use it.",
+                    " Below: what it showed when the notebook was stored."),
+             "zh": ("交互控件：请在 JupyterLab 中打开这个 notebook 来使用它。", "下面是保存 notebook 时它显示的内容。")}
 
 _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 _MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?![\s$])([^$\n]+?)(?<![\s\\])\$(?![\w$])", re.S)
-_NOTEBOOK_LINK = re.compile(r'href="(?:\./|\.\./notebooks/|notebooks/)?([\w.-]+)\.ipynb(#[^"]*)?"')
-_GLOSSARY_LINK = re.compile(r'href="(?:\.\./|\./)?(?:docs/)?GLOSSARY\.md(#[^"]*)?"')
+_HREF = re.compile(r'href="(?![a-z][a-z0-9+.-]*:|#|/)([^"#]+)(#[^"]*)?"')
+# Where each course file lands in the site (repository path -> site path); notebooks by pattern.
+SITE_FILES = {"docs/GLOSSARY.md": "glossary.html", "docs/GLOSSARY.zh.md": "zh/glossary.html"}
+_NOTEBOOK_PATH = re.compile(r"notebooks/((?:zh/)?[\w.-]+)\.ipynb")
 _CDN_SCRIPT = re.compile(r"<script\b[^>]*>(?:(?!</script>).)*?(?:cdnjs|mathjax|MathJax)(?:(?!</script>).)*</script>\s*",
                          re.S)
 _CDN_SRC = re.compile(r'<script\b[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>\s*')
@@ -56,10 +65,30 @@ def math_to_mathml(markdown: str) -> str:
     return "".join(out)
 
 
-def rewrite_links(page_html: str) -> str:
-    """Links to notebooks and to the glossary, pointed at the exported pages (anchors kept)."""
-    page_html = _NOTEBOOK_LINK.sub(lambda m: f'href="{m.group(1)}.html{m.group(2) or ""}"', page_html)
-    return _GLOSSARY_LINK.sub(lambda m: f'href="glossary.html{m.group(1) or ""}"', page_html)
+def site_path(repo_path: str) -> str | None:
+    """Where the course file ``repo_path`` (e.g. ``notebooks/zh/01_tokens.ipynb``) lands in the site, or None."""
+    if repo_path in SITE_FILES:
+        return SITE_FILES[repo_path]
+    m = _NOTEBOOK_PATH.fullmatch(repo_path)
+    return f"{m.group(1)}.html" if m else None
+
+
+def rewrite_links(page_html: str, source: str = "notebooks/page.ipynb") -> str:
+    """Links to notebooks and to the glossary, pointed at the exported pages (anchors kept).
+
+    ``source`` is the repository path of the page's own file: relative links are resolved from there.
+    Links to anything that is not a page of the site (and absolute URLs) are left alone.
+    """
+    here = posixpath.dirname(source)
+    page_dir = posixpath.dirname(site_path(source) or "x.html")
+
+    def one(m: re.Match) -> str:
+        target = site_path(posixpath.normpath(posixpath.join(here, m.group(1))))
+        if target is None:
+            return m.group(0)
+        return f'href="{posixpath.relpath(target, page_dir or ".")}{m.group(2) or ""}"'
+
+    return _HREF.sub(one, page_html)
 
 
 def strip_cdn_scripts(page_html: str) -> str:
@@ -95,8 +124,11 @@ def stored_figures(state: dict, model_id: str) -> list[dict]:
             for out in m["state"].get("outputs", []) if "application/vnd.plotly.v1+json" in out.get("data", {})]
 
 
-def static_view(data: dict, state: dict, figure_html: Callable[[dict], str]) -> str | None:
-    """HTML standing in for one widget output in the page, or None to drop the output (a progress bar)."""
+def static_view(data: dict, state: dict, figure_html: Callable[[dict], str], lang: str = "en") -> str | None:
+    """HTML standing in for one widget output in the page, or None to drop the output (a progress bar).
+
+    ``lang`` ("en" or "zh") is the language of the page's note.
+    """
     model_id = data["application/vnd.jupyter.widget-view+json"].get("model_id", "")
     if is_progress_bar(state, model_id):
         return None
@@ -104,5 +136,5 @@ def static_view(data: dict, state: dict, figure_html: Callable[[dict], str]) -> 
     if STATIC_MARK in own:
         return own
     figures = [figure_html(spec) for spec in stored_figures(state, model_id)]
-    more = " Below: what it showed when the notebook was stored." if figures else ""
-    return WIDGET_NOTE.format(more=more) + "".join(figures)
+    note, below = NOTE_TEXT[lang]
+    return WIDGET_NOTE.format(note=note, more=below if figures else "") + "".join(figures)
