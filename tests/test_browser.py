@@ -121,16 +121,30 @@ def _run_all(page, name: str, timeout_s: float = 240) -> None:
         timeout=int(timeout_s * 1000))
 
 
-def test_jupyterlab_runs_the_start_notebook(browser, lab):
+# Draws a CJK character and a private-use code point (no font has it: it is drawn as the missing-glyph box)
+# on a canvas in the page's UI font; equal pixels mean Chinese text would show as boxes too.
+GLYPH_JS = """(text) => {
+  const draw = (s) => { const c = document.createElement('canvas'); c.width = 64; c.height = 64;
+    const g = c.getContext('2d'); g.font = '40px ' + getComputedStyle(document.body).fontFamily + ', sans-serif';
+    g.fillText(s, 4, 48); return Array.from(g.getImageData(0, 0, 64, 64).data).join(','); };
+  const boxes = [draw('\\uE000'), draw('\\uE001')];
+  return [...text].every(ch => !boxes.includes(draw(ch)));
+}"""
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@pytest.mark.parametrize("name", ["00_start_here.ipynb", "zh/00_start_here.ipynb"], ids=["en", "zh"])
+def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
     base, token, _ = lab
+    shot = name.replace("/", "-").removesuffix(".ipynb")
     context = browser.new_context(viewport={"width": 1400, "height": 1000})
     page = context.new_page()
     console_errors: list[str] = []
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: console_errors.append(str(e)))
-    page.goto(f"{base}/lab/tree/notebooks/00_start_here.ipynb?reset&token={token}")  # reset: no other tabs
+    page.goto(f"{base}/lab/tree/notebooks/{name}?reset&token={token}")  # reset: no other tabs
     try:
-        _run_all(page, "00_start_here.ipynb")
+        _run_all(page, name)
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
         n_figures = page.locator(".js-plotly-plot").count()
         assert n_figures >= 2, f"only {n_figures} plotly figures rendered"
@@ -150,9 +164,16 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab):
             "(b) => { const v = document.querySelector('.inferlab-peek'); return v && v.innerText !== b; }",
             arg=before, timeout=30_000)
         assert view.inner_text() != before
-        page.screenshot(path=str(ARTIFACTS / "00_start_here.png"), full_page=True)
+        if name.startswith("zh/"):  # the Chinese edition: Chinese labels, drawn as characters, not boxes
+            titles = " ".join(page.locator(".js-plotly-plot .gtitle, .js-plotly-plot .xtitle").all_inner_texts())
+            labels = " ".join(page.locator(".widget-label, .widget-button, .jp-RenderedHTMLCommon h1")
+                              .all_inner_texts())
+            assert CJK.search(titles), f"figure titles are not Chinese: {titles[:200]}"
+            assert CJK.search(labels), f"widget labels and headings are not Chinese: {labels[:200]}"
+            assert page.evaluate(GLYPH_JS, "首字延迟"), "Chinese text renders as boxes: install a CJK font"
+        page.screenshot(path=str(ARTIFACTS / f"{shot}.png"), full_page=True)
     except Exception:
-        page.screenshot(path=str(ARTIFACTS / "00_start_here-failure.png"), full_page=True)
+        page.screenshot(path=str(ARTIFACTS / f"{shot}-failure.png"), full_page=True)
         raise
     finally:
         context.close()
@@ -165,12 +186,15 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab):
 def site(tmp_path_factory):
     """The offline HTML edition of every notebook (and the glossary), exported once for these tests."""
     from inferlab.tools.export_html import export
+    from inferlab.tools.notebook_tools import notebooks_in
 
     _browser_or_skip()
     out = tmp_path_factory.mktemp("html") / "site"
-    notebooks = sorted((ROOT / "notebooks").glob("*.ipynb"))
+    notebooks = notebooks_in(ROOT)  # both editions: notebooks/*.ipynb and notebooks/zh/*.ipynb
     pages = export(out, notebooks)
-    assert (out / "index.html").exists() and (out / "glossary.html").exists() and len(pages) == len(notebooks)
+    assert len(pages) == len(notebooks) and any(p.startswith("zh/") for p, _ in pages)
+    for page in ("index.html", "glossary.html", "zh/index.html", "zh/glossary.html"):
+        assert (out / page).exists(), page
     return out, dict(pages)
 
 
@@ -216,41 +240,48 @@ def test_offline_html_math_links_and_widgets(browser, site, tmp_path):
     blocked, errors, broken, raw, notes = [], [], [], [], {}
     ids: dict[str, set[str]] = {}
     links: list[tuple[str, str]] = []
-    for path in sorted(out.glob("*.html")):
+    for path in sorted(out.rglob("*.html")):
+        name = path.relative_to(out).as_posix()  # e.g. "zh/01_tokens.html"
         context, page = _offline_page(browser, path, blocked, errors)
         page.wait_for_load_state("load")
         prose = page.evaluate("() => [...document.querySelectorAll('.jp-MarkdownOutput, .jp-RenderedMarkdown')]"
                               ".map(e => e.innerText).join('\\n')")
-        raw += [f"{path.name}: {m.group(0)}" for m in RAW_MATH.finditer(prose)]
-        ids[path.name] = set(page.evaluate("() => [...document.querySelectorAll('[id],[name]')]"
-                                           ".map(e => e.id || e.getAttribute('name'))"))
-        links += [(path.name, h) for h in page.evaluate(LINKS_JS)]
+        raw += [f"{name}: {m.group(0)}" for m in RAW_MATH.finditer(prose)]
+        ids[name] = set(page.evaluate("() => [...document.querySelectorAll('[id],[name]')]"
+                                      ".map(e => e.id || e.getAttribute('name'))"))
+        links += [(name, h) for h in page.evaluate(LINKS_JS)]
         math = page.locator("math")
         if path.stem in ("06_sampling", "glossary"):  # both hold formulas: drawn as MathML, with a size
-            assert math.count() > 0, f"no formula rendered in {path.name}"
+            assert math.count() > 0, f"no formula rendered in {name}"
             box = math.first.bounding_box()
-            assert box and box["width"] > 0 and box["height"] > 0, f"formula in {path.name} has no size"
-        notes[path.stem] = page.evaluate(
+            assert box and box["width"] > 0 and box["height"] > 0, f"formula in {name} has no size"
+        notes[name.removesuffix(".html")] = page.evaluate(
             "() => [...document.querySelectorAll('.inferlab-widget-note')].map(n => ["
             " n.innerText, n.parentElement.querySelectorAll('.plotly-graph-div').length])")
         body = page.inner_text("body")
-        assert "IntProgress(" not in body and "FloatProgress(" not in body, path.name
-        if path.stem == "06_sampling":
+        assert "IntProgress(" not in body and "FloatProgress(" not in body, name
+        if name == "06_sampling.html":
             math.first.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "html-06_sampling-math.png"))
+        if name == "zh/index.html":  # the language switch, both ways
+            assert page.locator("a[href='../index.html']").count() == 1
+        if name == "index.html":
+            assert page.locator("a[href='zh/index.html']").count() == 1
         context.close()
     for page_name, href in links:
         target, _, anchor = href.partition("#")
-        target_file = out / (target or page_name)
+        target_file = (out / page_name).parent / target if target else out / page_name
+        target_name = target_file.resolve().relative_to(out.resolve()).as_posix() if target_file.exists() else None
         if not target_file.is_file():
             broken.append(f"{page_name}: {href} (no such file in site/)")
-        elif anchor and target_file.suffix == ".html" and anchor not in ids.get(target_file.name, set()):
+        elif anchor and target_file.suffix == ".html" and anchor not in ids.get(target_name, set()):
             broken.append(f"{page_name}: {href} (no such anchor)")
     assert not raw, f"raw TeX left on the pages: {raw[:5]}"
     assert not broken, broken
-    assert notes["04_prefill_and_decode"] == [], "04 has only progress bars: they must disappear, not leave a note"
-    with_figure = [n for n in notes["03_attention"] if "Below:" in n[0]]
-    assert with_figure and all(n[1] > 0 for n in with_figure), f"03's explorer note without its figure: {notes}"
+    for lang in ("", "zh/"):
+        assert notes[f"{lang}04_prefill_and_decode"] == [], "04 has only progress bars: they must disappear"
+        with_figure = [n for n in notes[f"{lang}03_attention"] if ("Below:" in n[0] or "下面是" in n[0])]
+        assert with_figure and all(n[1] > 0 for n in with_figure), f"{lang}03's explorer note without its figure"
     assert not errors, errors
     assert not blocked, f"the pages asked the network for {blocked}"
 

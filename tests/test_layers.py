@@ -21,7 +21,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("models",),                                            # load(), Model, ModelInfo
     ("cache", "sampling", "hooks", "tokens"),               # the pieces inference is made of
     ("trace",),                                             # what one run recorded
-    ("generation", "recorder"),                             # settings, streamed text, recording
+    ("generation", "recorder", "charstream"),               # settings, streamed text, recording; bytes into characters
     ("engine",),                                            # prefill, decode_step, generate, stream
     ("embeddings", "attention", "heads", "fast", "fast_choice", "quantize", "diversity"),  # each lesson's model work
     ("measure", "about"),                                   # timing sweeps, roofline, latency; the machine

@@ -6,13 +6,15 @@ import platform
 import sys
 from dataclasses import dataclass
 
+from .i18n import tr
+
 
 @dataclass(frozen=True)
 class Environment:
     """The environment check printed by the first notebook (all measured or read, nothing typed in)."""
 
     python: str
-    packages: dict[str, str]
+    packages: dict[str, str | None]  # None: not installed
     device: str
     device_name: str
     model: str
@@ -23,14 +25,16 @@ class Environment:
     bandwidth_gb_s: float | None
 
     def rows(self) -> list[tuple[str, str]]:
-        """(label, value) pairs for a table."""
-        rows = [("Python", self.python)] + [(k, v) for k, v in self.packages.items()]
-        rows += [("device", f"{self.device} ({self.device_name})"),
-                 ("model", f"{self.model} [{self.model_source}]"),
-                 ("why this model", self.model_reason),
-                 ("weights", f"{self.weight_bytes / 1e6:.1f} MB in {self.dtype}")]
+        """(label, value) pairs for a table, in the reader's language (package names stay as they are)."""
+        rows = [("Python", self.python)] + [(k, tr("not installed") if v is None else v)
+                                            for k, v in self.packages.items()]
+        rows += [(tr("device"), f"{self.device} ({self.device_name})"),
+                 (tr("model"), f"{self.model} [{self.model_source}]"),
+                 (tr("why this model"), self.model_reason),
+                 (tr("weights"), tr("{mb:.1f} MB in {dtype}", mb=self.weight_bytes / 1e6, dtype=self.dtype))]
         if self.bandwidth_gb_s is not None:
-            rows.append(("measured memory bandwidth", f"{self.bandwidth_gb_s:.1f} GB/s (large copy)"))
+            rows.append((tr("measured memory bandwidth"),
+                         tr("{gb_s:.1f} GB/s (large copy)", gb_s=self.bandwidth_gb_s)))
         return rows
 
     def _repr_html_(self) -> str:
@@ -41,16 +45,28 @@ class Environment:
         return f"<table>{body}</table>"
 
     def __repr__(self) -> str:
-        return "\n".join(f"{k:>28}: {v}" for k, v in self.rows())
+        rows = self.rows()
+        # a CJK character takes two columns in a monospace font: pad by display width, not by len()
+        widths = [_columns(k) for k, _ in rows]
+        width = max(28, *widths)
+        return "\n".join(f"{' ' * (width - n)}{k}: {v}" for (k, v), n in zip(rows, widths))
 
 
-def _version(name: str) -> str:
+def _columns(text: str) -> int:
+    """How many monospace columns ``text`` takes (East Asian wide characters take two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _version(name: str) -> str | None:
+    """The installed version of package ``name``, or None (shown as "not installed" in the reader's language)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
         return version(name)
     except PackageNotFoundError:
-        return "not installed"
+        return None
 
 
 def environment(model, measure: bool = True) -> Environment:

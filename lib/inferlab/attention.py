@@ -21,6 +21,7 @@ from . import _hf
 from .engine import DEFAULT_MAX_ATTENTION_BYTES, as_ids, forward_full
 from .errors import bad_value, check_number
 from .hooks import capture
+from .i18n import tr
 from .models import Model
 from .trace import Trace
 
@@ -48,7 +49,7 @@ class Patterns:
 
     def __repr__(self) -> str:
         L, H, T, _ = self.shape
-        return f"Patterns({T} tokens, {L} layers x {H} heads, attention [{L}, {H}, {T}, {T}])"
+        return tr("Patterns({T} tokens, {L} layers x {H} heads, attention [{L}, {H}, {T}, {T}])", T=T, L=L, H=H)
 
     @classmethod
     def from_trace(cls, trace: Trace) -> Patterns:
@@ -71,14 +72,15 @@ def record_patterns(model: Model, ids, *, max_attention_bytes: int = DEFAULT_MAX
     """
     t = as_ids(model, ids)[:1]
     if t.shape[1] > model.info.n_ctx:
-        raise bad_value("ids", f"{t.shape[1]} tokens", f"at most the context length, n_ctx={model.info.n_ctx} tokens",
-                        "shorten the text")
+        raise bad_value("ids", tr("{n} tokens", n=t.shape[1]),
+                        tr("at most the context length, n_ctx={n_ctx} tokens", n_ctx=model.info.n_ctx),
+                        tr("shorten the text"))
     need = attention_bytes(model.info.n_layer, model.info.n_head, t.shape[1])
     if need > max_attention_bytes:
-        raise ValueError(
-            f"recording attention for {t.shape[1]} tokens needs {need / 2**20:.1f} MiB (layers x heads x T^2 x "
-            f"4 bytes); the limit is max_attention_bytes={max_attention_bytes / 2**20:.1f} MiB. Fix: use fewer "
-            "tokens or raise max_attention_bytes.")
+        raise ValueError(tr(
+            "recording attention for {tokens} tokens needs {need:.1f} MiB (layers x heads x T^2 x 4 bytes); the "
+            "limit is max_attention_bytes={limit:.1f} MiB. Fix: use fewer tokens or raise max_attention_bytes.",
+            tokens=t.shape[1], need=need / 2**20, limit=max_attention_bytes / 2**20))
     with capture(model.hf, {"embeddings", "attention", "residual"}) as store:
         forward_full(model, t)
         attention = torch.stack(store.attention())  # [layers, heads, query_pos, key_pos]
@@ -118,7 +120,7 @@ class LayerByHand:
 
     def __repr__(self) -> str:
         rows = "\n".join(f"  {name:<10} {list(shape)}" for name, shape in self.shapes())
-        return f"LayerByHand(layer {self.layer}, scale {self.scale:.4f})\n{rows}"
+        return tr("LayerByHand(layer {layer}, scale {scale:.4f})", layer=self.layer, scale=self.scale) + "\n" + rows
 
 
 def layer_by_hand(model: Model, x_in: torch.Tensor, layer: int) -> LayerByHand:
@@ -175,8 +177,8 @@ class LayerCheck:
         return self.probs_max_diff <= tol and self.output_max_diff <= tol
 
     def __repr__(self) -> str:
-        return (f"LayerCheck(layer {self.layer}: probabilities differ by at most {self.probs_max_diff:.1e}, "
-                f"block output by at most {self.output_max_diff:.1e})")
+        return tr("LayerCheck(layer {layer}: probabilities differ by at most {probs:.1e}, block output by at most "
+                  "{output:.1e})", layer=self.layer, probs=self.probs_max_diff, output=self.output_max_diff)
 
 
 def check_layer(hand: LayerByHand, patterns: Patterns) -> LayerCheck:

@@ -14,6 +14,7 @@ import torch
 
 from . import _hf
 from .errors import bad_value
+from .i18n import tr
 
 
 @dataclass(frozen=True)
@@ -30,8 +31,9 @@ class CacheSnapshot:
 
     def __repr__(self) -> str:
         shape = self.layer_shapes[0] if self.layer_shapes else ()
-        return (f"CacheSnapshot({self.tokens} tokens, {len(self.layer_shapes)} layers x K,V {list(shape)}, "
-                f"{self.total_bytes:,} bytes {self.dtype})")
+        return tr("CacheSnapshot({tokens} tokens, {layers} layers x K,V {shape}, {nbytes:,} bytes {dtype})",
+                  tokens=self.tokens, layers=len(self.layer_shapes), shape=list(shape), nbytes=self.total_bytes,
+                  dtype=self.dtype)
 
     def to_dict(self) -> dict:
         """Plain-Python form (for JSON and plots)."""
@@ -105,5 +107,6 @@ class KVCache:
         kind = "static" if self.static else "dynamic"
         layers = self.layers
         shape = list(layers[0][0].shape) if layers else []
-        return (f"KVCache({kind}, {self.tokens} tokens, {len(layers)} layers, "
-                f"K/V per layer {shape} [batch, heads, tokens, head_dim], {self.nbytes:,} bytes)")
+        return tr("KVCache({kind}, {tokens} tokens, {layers} layers, K/V per layer {shape} "
+                  "[batch, heads, tokens, head_dim], {nbytes:,} bytes)", kind=kind, tokens=self.tokens,
+                  layers=len(layers), shape=shape, nbytes=self.nbytes)

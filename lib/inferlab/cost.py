@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .errors import bad_value, check_number
+from .i18n import tr
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,13 @@ def flops_per_token(shape: Shape, context: int) -> int:
     return dense + attention
 
 
+def bound_text(bound: str) -> str:
+    """``"memory"`` -> "memory-bound", ``"compute"`` -> "compute-bound", in the reader's language."""
+    if bound not in ("memory", "compute"):
+        raise bad_value("bound", bound, "'memory' or 'compute'", "pass Cost.bound")
+    return tr("memory-bound") if bound == "memory" else tr("compute-bound")
+
+
 @dataclass(frozen=True)
 class Cost:
     """FLOPs and bytes of one forward, and the floors they imply on a given machine."""
@@ -111,12 +119,12 @@ class Cost:
         return "compute" if self.floor_compute_s >= self.floor_memory_s else "memory"
 
     def __repr__(self) -> str:
-        floors = ""
-        if self.floor_s is not None:
-            floors = (f", floors: compute {self.floor_compute_s * 1e3:.3f} ms, memory "
-                      f"{self.floor_memory_s * 1e3:.3f} ms ({self.bound}-bound)")
-        return (f"Cost({self.job}: {self.flops / 1e9:.3f} GFLOP, {self.bytes / 1e6:.1f} MB, "
-                f"{self.intensity:.2f} FLOP/B{floors})")
+        work = {"job": self.job, "gflop": self.flops / 1e9, "mb": self.bytes / 1e6, "intensity": self.intensity}
+        if self.floor_s is None:
+            return tr("Cost({job}: {gflop:.3f} GFLOP, {mb:.1f} MB, {intensity:.2f} FLOP/B)", **work)
+        return tr("Cost({job}: {gflop:.3f} GFLOP, {mb:.1f} MB, {intensity:.2f} FLOP/B, floors: compute {compute:.3f} "
+                  "ms, memory {memory:.3f} ms ({bound}))", compute=self.floor_compute_s * 1e3,
+                  memory=self.floor_memory_s * 1e3, bound=bound_text(self.bound), **work)
 
 
 def _floors(job, tokens, flops, nbytes, machine) -> Cost:
@@ -179,9 +187,15 @@ class MachineProfile:
 
     def __repr__(self) -> str:
         s = self.spread
-        runs = f", best of {self.runs} runs (spread {s['bandwidth']:.0%} / {s['matmul']:.0%})" if self.runs > 1 else ""
-        return (f"MachineProfile({self.device} {self.dtype}: {self.bytes_per_s / 1e9:.1f} GB/s copy bandwidth, "
-                f"{self.flops_per_s / 1e9:.1f} GFLOP/s matmul, ridge {self.ridge:.1f} FLOP/B{runs})")
+        facts = {"device": self.device, "dtype": self.dtype, "bandwidth": self.bytes_per_s / 1e9,
+                 "matmul": self.flops_per_s / 1e9, "ridge": self.ridge}
+        if self.runs > 1:
+            return tr("MachineProfile({device} {dtype}: {bandwidth:.1f} GB/s copy bandwidth, {matmul:.1f} GFLOP/s "
+                      "matmul, ridge {ridge:.1f} FLOP/B, best of {runs} runs (spread {bandwidth_spread:.0%} / "
+                      "{matmul_spread:.0%}))", runs=self.runs, bandwidth_spread=s["bandwidth"],
+                      matmul_spread=s["matmul"], **facts)
+        return tr("MachineProfile({device} {dtype}: {bandwidth:.1f} GB/s copy bandwidth, {matmul:.1f} GFLOP/s matmul, "
+                  "ridge {ridge:.1f} FLOP/B)", **facts)
 
     def to_dict(self) -> dict:
         """Plain-Python form."""

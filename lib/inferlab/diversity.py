@@ -26,6 +26,7 @@ import torch
 
 from .engine import forward_full, generate
 from .errors import bad_value, check_number
+from .i18n import tr
 from .models import Model
 from .sampling import SamplingConfig
 
@@ -69,8 +70,9 @@ class Repetition:
         return self.repeated / self.total if self.total else 0.0
 
     def __repr__(self) -> str:
-        return (f"Repetition({self.repeated} of {self.total} {self.n}-grams repeat an earlier one "
-                f"({self.fraction:.0%}), longest loop {self.longest_loop} tokens)")
+        return tr("Repetition({repeated} of {total} {n}-grams repeat an earlier one ({fraction:.0%}), longest loop "
+                  "{loop} tokens)", repeated=self.repeated, total=self.total, n=self.n, fraction=self.fraction,
+                  loop=self.longest_loop)
 
 
 def _longest_loop(ids: Sequence[int], max_period: int = 32) -> int:
@@ -109,8 +111,9 @@ class TailMass:
     vocab: int
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"top {k}: {o:.3f}" for k, o in zip(self.ks, self.outside, strict=True))
-        return f"TailMass(outside {parts}; vocab {self.vocab})"
+        parts = ", ".join(tr("top {k}: {outside:.3f}", k=k, outside=o)
+                          for k, o in zip(self.ks, self.outside, strict=True))
+        return tr("TailMass(outside {parts}; vocab {vocab})", parts=parts, vocab=self.vocab)
 
 
 def tail_mass(probs: torch.Tensor, ks: Sequence[int] = (10, 100, 1000)) -> TailMass:
@@ -147,8 +150,9 @@ class SettingResult:
     def __repr__(self) -> str:
         tokens = sum(len(i) for i in self.ids)
         d2 = self.distinct.get(2, next(iter(self.distinct.values()), float("nan")))
-        return (f"SettingResult({self.name!r}: {len(self.texts)} samples, {tokens} tokens, "
-                f"distinct-2 {d2:.3f}, mean log-prob {self.mean_logprob:.2f} nats/token)")
+        return tr("SettingResult({name!r}: {samples} samples, {tokens} tokens, distinct-2 {d2:.3f}, mean log-prob "
+                  "{logprob:.2f} nats/token)", name=self.name, samples=len(self.texts), tokens=tokens, d2=d2,
+                  logprob=self.mean_logprob)
 
 
 def describe(config: SamplingConfig) -> str:

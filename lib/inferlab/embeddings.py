@@ -21,6 +21,7 @@ import torch
 
 from . import _hf
 from .errors import bad_value
+from .i18n import tr
 from .models import Model
 from .tokens import tokenize
 
@@ -74,7 +75,8 @@ class FirstResidual:
     sum: torch.Tensor
 
     def __repr__(self) -> str:
-        return f"FirstResidual({len(self.ids)} tokens: tok + pos = sum, each {list(self.sum.shape)} [tokens, d_model])"
+        return tr("FirstResidual({n} tokens: tok + pos = sum, each {shape} [tokens, d_model])", n=len(self.ids),
+                  shape=list(self.sum.shape))
 
 
 def first_residual(model: Model, ids: Sequence[int]) -> FirstResidual:
@@ -105,10 +107,11 @@ class NotOneToken(ValueError):
 
     def __init__(self, text: str, pieces: list[str], ids: list[int]):
         self.text, self.pieces, self.ids = text, pieces, ids
-        super().__init__(
-            f"{text!r} is not one token in GPT-2's vocabulary: the tokenizer cuts it into {len(ids)} pieces "
-            f"{pieces} (ids {ids}). The embedding table has one row per token, so there is no single row to "
-            "compare. Fix: try one of the pieces, a more common word, or switch the leading space.")
+        super().__init__(tr(
+            "{text!r} is not one token in GPT-2's vocabulary: the tokenizer cuts it into {n} pieces {pieces} (ids "
+            "{ids}). The embedding table has one row per token, so there is no single row to compare. Fix: try one "
+            "of the pieces, a more common word, or switch the leading space.", text=text, n=len(ids), pieces=pieces,
+            ids=ids))
 
 
 @dataclass(frozen=True)
@@ -131,7 +134,8 @@ class Neighbours:
     def __repr__(self) -> str:
         shown = ", ".join(f"{n.token!r} {n.cosine:.2f}" for n in self.items[:6])
         more = " ..." if len(self.items) > 6 else ""
-        return f"Neighbours({self.query!r} -> {shown}{more}){' ' + self.note if self.note else ''}"
+        head = tr("Neighbours({query!r} -> {shown}{more})", query=self.query, shown=shown, more=more)
+        return f"{head} {self.note}" if self.note else head
 
 
 @dataclass(frozen=True)
@@ -146,7 +150,8 @@ class Projection:
 
     def __repr__(self) -> str:
         kept = ", ".join(f"{e:.0%}" for e in self.explained)
-        return f"Projection({len(self.words)} words on {len(self.explained)} axes keeping {kept} of the variance)"
+        return tr("Projection({n} words on {axes} axes keeping {kept} of the variance)", n=len(self.words),
+                  axes=len(self.explained), kept=kept)
 
 
 @dataclass(frozen=True)
@@ -177,9 +182,10 @@ class VocabSpace:
     def token_id(self, word: str, leading_space: bool = True) -> int:
         """The id of ``word`` (with a leading space unless ``leading_space=False``); ``NotOneToken`` if split."""
         if not isinstance(word, str) or not word.strip():
-            raise bad_value("word", word, "a word such as 'king'", "type a word")
+            raise bad_value("word", word, tr("a word such as 'king'"), tr("type a word"))
         if len(word) > MAX_WORD_CHARS:
-            raise bad_value("word", word[:20] + "...", f"at most {MAX_WORD_CHARS} characters", "type one word")
+            raise bad_value("word", word[:20] + "...", tr("at most {n} characters", n=MAX_WORD_CHARS),
+                            tr("type one word"))
         text = " " + word.strip() if leading_space else word.strip()
         pieces = tokenize(self.tokenizer, text).pieces
         if len(pieces) != 1:
@@ -193,9 +199,10 @@ class VocabSpace:
         qid = word if isinstance(word, int) else self.token_id(word, leading_space)
         query = self.tokenizer.decode([qid])
         if bool(self.shared[qid]):
-            return Neighbours(query, qid, [], note=(
-                f"{query!r} has the same row as {self.n_shared - 1:,} other tokens: the model never learned a "
-                "vector of its own for it (it did not occur in training), so its neighbours mean nothing."))
+            return Neighbours(query, qid, [], note=tr(
+                "{query!r} has the same row as {others:,} other tokens: the model never learned a vector of its own "
+                "for it (it did not occur in training), so its neighbours mean nothing.", query=query,
+                others=self.n_shared - 1))
         scores = self.unit @ self.unit[qid]
         scores[self.shared] = -2.0
         scores[qid] = -2.0
@@ -235,10 +242,11 @@ class VocabSpace:
                     i = self.token_id(word)
                 except ValueError as exc:
                     split = isinstance(exc, NotOneToken)
-                    skipped[word] = f"not one token: {' + '.join(map(repr, exc.pieces))}" if split else str(exc)
+                    skipped[word] = (tr("not one token: {pieces}", pieces=" + ".join(map(repr, exc.pieces))) if split
+                                     else str(exc))
                     continue
                 if bool(self.shared[i]):
-                    skipped[word] = "the model never saw it (its row is a shared copy)"
+                    skipped[word] = tr("the model never saw it (its row is a shared copy)")
                     continue
                 if i not in ids:
                     words.append(word)
@@ -252,8 +260,9 @@ class VocabSpace:
             raise bad_value("dims", dims, "2 or 3", "pick a 2-D or 3-D view")
         words, names, ids, skipped = self.lookup_words(groups)
         if len(words) <= dims:
-            raise ValueError(f"only {len(words)} usable words ({', '.join(words) or 'none'}); a {dims}-D projection "
-                             f"needs more than {dims}. Fix: add common one-token words. Left out: {skipped}")
+            raise ValueError(tr("only {n} usable words ({words}); a {dims}-D projection needs more than {dims}. Fix: "
+                                "add common one-token words. Left out: {skipped}", n=len(words),
+                                words=", ".join(words) or tr("none"), dims=dims, skipped=skipped))
         x = self.unit[ids]
         x = x - x.mean(0)
         _, s, vh = torch.linalg.svd(x, full_matrices=False)
@@ -283,7 +292,8 @@ class VocabSpace:
 
     def __repr__(self) -> str:
         v, d = self.wte.shape
-        return f"VocabSpace({v:,} tokens x {d} dims; {self.n_shared:,} rows are one shared copy)"
+        return tr("VocabSpace({v:,} tokens x {d} dims; {shared:,} rows are one shared copy)", v=v, d=d,
+                  shared=self.n_shared)
 
 
 @torch.no_grad()

@@ -27,6 +27,7 @@ from . import _hf
 from .cache import KVCache
 from .errors import bad_value, check_number
 from .generation import GenerationConfig, TextAssembler, TokenEvent, next_text
+from .i18n import tr
 from .models import Model
 from .recorder import DEFAULT_MAX_ATTENTION_BYTES, Recorder
 from .sampling import GREEDY, SamplingConfig, sample, sample_with_steps
@@ -67,8 +68,8 @@ def as_ids(model: Model, ids) -> torch.Tensor:
         bad = int(t.max()) if int(t.max()) >= vocab else int(t.min())
         raise bad_value("ids", f"[... {bad} ...]", f"token ids in [0, {vocab})", "use ids from model.encode(text)")
     if t.shape[1] > n_ctx:
-        raise bad_value("ids", f"{t.shape[1]} tokens", f"at most the context length, {n_ctx} tokens",
-                        "shorten the prompt")
+        raise bad_value("ids", tr("{n} tokens", n=t.shape[1]),
+                        tr("at most the context length, {n_ctx} tokens", n_ctx=n_ctx), tr("shorten the prompt"))
     return t.to(dtype=torch.long, device=model.device)
 
 
@@ -215,8 +216,10 @@ class Stream:
         return
 
     def __repr__(self) -> str:
-        state = "finished" if self.trace is not None else "not started" if not self.events else "running"
-        return f"Stream({len(self.events)} events, {state})"
+        n = len(self.events)
+        if self.trace is not None:
+            return tr("Stream({n} events, finished)", n=n)
+        return tr("Stream({n} events, running)", n=n) if self.events else tr("Stream({n} events, not started)", n=n)
 
 
 def stream(model: Model, prompt: str, max_new_tokens: int | None = None, sampling: SamplingConfig | None = None,

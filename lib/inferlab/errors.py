@@ -1,9 +1,15 @@
-"""Clear errors for bad input: the parameter, the value, the allowed range, and how to fix it."""
+"""Clear errors for bad input: the parameter, the value, the allowed range, and how to fix it.
+
+The frame of each message is in the reader's language (``i18n.tr``); the values stay as they are. A raise
+site passes ``allowed``/``fix`` through ``tr`` too when a learner can trigger it from a widget.
+"""
 
 from __future__ import annotations
 
 import math
 from typing import Any
+
+from .i18n import tr
 
 
 def bad_value(name: str, value: Any, allowed: str, fix: str) -> ValueError:
@@ -12,7 +18,20 @@ def bad_value(name: str, value: Any, allowed: str, fix: str) -> ValueError:
     >>> str(bad_value("top_p", 1.5, "0 < top_p <= 1", "use 1.0 to switch top-p off"))
     'top_p=1.5 is not allowed: expected 0 < top_p <= 1. Fix: use 1.0 to switch top-p off.'
     """
-    return ValueError(f"{name}={value!r} is not allowed: expected {allowed}. Fix: {fix}.")
+    return ValueError(tr("{name}={value!r} is not allowed: expected {allowed}. Fix: {fix}.",
+                         name=name, value=value, allowed=allowed, fix=fix))
+
+
+def _wrong_type(name: str, value: Any, integer: bool, fix: str) -> TypeError:
+    """The ``TypeError`` for a value that is not a number (whole sentences: Chinese needs its own word order)."""
+    fields = {"name": name, "type": type(value).__name__, "value": value, "fix": fix}
+    if integer:
+        text = (tr("{name} must be an integer, got {type} {value!r}. Fix: pass an integer; {fix}.", **fields) if fix
+                else tr("{name} must be an integer, got {type} {value!r}. Fix: pass an integer.", **fields))
+    else:
+        text = (tr("{name} must be a number, got {type} {value!r}. Fix: pass a number; {fix}.", **fields) if fix
+                else tr("{name} must be a number, got {type} {value!r}. Fix: pass a number.", **fields))
+    return TypeError(text)
 
 
 def check_number(name: str, value: Any, *, low: float | None = None, high: float | None = None,
@@ -21,18 +40,18 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
     """Check that ``value`` is a finite number inside a range, or raise a clear error.
 
     ``low_open``/``high_open`` exclude the bound itself. Booleans are refused (``True`` is not 1 here).
+    ``fix`` replaces the default advice (give it through ``tr`` where a learner reads it).
     """
-    kind = "an integer" if integer else "a number"
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type:
-        raise TypeError(f"{name} must be {kind}, got {type(value).__name__} {value!r}. "
-                        f"Fix: pass {kind}{'; ' + fix if fix else ''}.")
+        raise _wrong_type(name, value, integer, fix)
     lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
     hi = "" if high is None else f" {'<' if high_open else '<='} {high}"
-    allowed = f"{lo}{name}{hi}" if (lo or hi) else f"a finite {kind[2:] if kind.startswith('a ') else kind}"
+    # the range is arithmetic, which reads the same in every language (an int is always finite: no integer case)
+    allowed = f"{lo}{name}{hi}" if (lo or hi) else tr("a finite number")
     if not math.isfinite(value):
-        raise bad_value(name, value, allowed, fix or "pass a finite number")
+        raise bad_value(name, value, allowed, fix or tr("pass a finite number"))
     if low is not None and (value < low or (low_open and value == low)):
-        raise bad_value(name, value, allowed, fix or "pass a value in that range")
+        raise bad_value(name, value, allowed, fix or tr("pass a value in that range"))
     if high is not None and (value > high or (high_open and value == high)):
-        raise bad_value(name, value, allowed, fix or "pass a value in that range")
+        raise bad_value(name, value, allowed, fix or tr("pass a value in that range"))

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from .errors import bad_value, check_number
+from .i18n import tr
 from .models import Model, check_text
 from .sampling import GREEDY, SamplingConfig
 
@@ -33,7 +34,8 @@ class TokenEvent:
     step_seconds: float
 
     def __repr__(self) -> str:
-        return f"TokenEvent(#{self.index} id={self.token_id} {self.text!r} at {self.t * 1e3:.1f} ms)"
+        return tr("TokenEvent(#{index} id={id} {text!r} at {ms:.1f} ms)", index=self.index, id=self.token_id,
+                  text=self.text, ms=self.t * 1e3)
 
 
 def _strict_bool(name: str, value) -> bool:
@@ -85,7 +87,8 @@ class GenerationConfig:
     cache_implementation: str = "dynamic"  # "static": pre-allocate prompt + max_new_tokens positions
 
     def __post_init__(self) -> None:
-        check_number("max_new_tokens", self.max_new_tokens, low=1, integer=True, fix="ask for at least one new token")
+        check_number("max_new_tokens", self.max_new_tokens, low=1, integer=True,
+                     fix=tr("ask for at least one new token"))
         if not isinstance(self.sampling, SamplingConfig):
             raise TypeError(f"sampling must be a SamplingConfig, got {type(self.sampling).__name__}. "
                             "Fix: il.SamplingConfig(temperature=0.8, top_p=0.95), or give temperature= directly.")
@@ -144,7 +147,7 @@ class GenerationConfig:
             raise TypeError(f"prompt must be a str, got {type(prompt).__name__} {prompt!r:.60}. "
                             "Fix: pass text; to start from token ids use prefill(model, ids).")
         if not prompt:
-            raise bad_value("prompt", prompt, "a non-empty string", "type at least one character")
+            raise bad_value("prompt", prompt, tr("a non-empty string"), tr("type at least one character"))
         check_text("prompt", prompt)
         vocab = model.info.vocab_size
         bad = [t for t in self.stop_token_ids if not 0 <= t < vocab]
@@ -154,15 +157,15 @@ class GenerationConfig:
         ids = model.encode(prompt)
         limit = model.info.n_ctx
         if len(ids) >= limit:
-            raise bad_value("prompt", f"{prompt[:30]}... ({len(ids):,} tokens)",
-                            f"at most {limit - 1:,} tokens, so that one new token fits in the model's "
-                            f"{limit:,}-token context",
-                            f"shorten the prompt by at least {len(ids) - limit + 1:,} tokens")
+            raise bad_value("prompt", tr("{start}... ({n:,} tokens)", start=prompt[:30], n=len(ids)),
+                            tr("at most {most:,} tokens, so that one new token fits in the model's "
+                               "{limit:,}-token context", most=limit - 1, limit=limit),
+                            tr("shorten the prompt by at least {n:,} tokens", n=len(ids) - limit + 1))
         if len(ids) + self.max_new_tokens > limit:
-            raise ValueError(
-                f"prompt ({len(ids):,} tokens) + max_new_tokens ({self.max_new_tokens:,}) = "
-                f"{len(ids) + self.max_new_tokens:,} exceeds the model's context length of {limit:,} tokens. Fix: "
-                f"shorten the prompt or use max_new_tokens <= {limit - len(ids):,}.")
+            raise ValueError(tr(
+                "prompt ({n:,} tokens) + max_new_tokens ({new:,}) = {total:,} exceeds the model's context length "
+                "of {limit:,} tokens. Fix: shorten the prompt or use max_new_tokens <= {most:,}.", n=len(ids),
+                new=self.max_new_tokens, total=len(ids) + self.max_new_tokens, limit=limit, most=limit - len(ids)))
         return ids
 
     def to_dict(self) -> dict:

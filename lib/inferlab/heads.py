@@ -26,6 +26,7 @@ from .attention import Patterns, record_patterns
 from .engine import as_ids, forward_full
 from .errors import bad_value, check_number
 from .hooks import model_lock
+from .i18n import tr
 from .models import Model
 
 HEAD_KINDS = ("previous", "first", "induction")
@@ -113,7 +114,8 @@ class HeadScores:
 
     def __repr__(self) -> str:
         tops = ", ".join(f"{k}: L{a}H{b}={c:.2f}" for k in HEAD_KINDS for a, b, c in [self.top(k)])
-        return f"HeadScores([{self.previous.shape[0]}, {self.previous.shape[1]}], top {tops})"
+        return tr("HeadScores([{layers}, {heads}], top {tops})", layers=self.previous.shape[0],
+                  heads=self.previous.shape[1], tops=tops)
 
 
 def token_pool(model: Model, text: str, size: int = 200) -> list[int]:
@@ -195,15 +197,22 @@ class LogitLens:
         T = self.top_ids.shape[1]
         check_number("position", position, low=0, high=T - 1, integer=True, fix=f"pick 0..{T - 1}")
         k = self.top_ids.shape[2]
-        head = "| after | " + " | ".join(f"#{i + 1}" for i in range(k)) + " |\n" + "|---" * (k + 1) + "|\n"
+        head = tr("| after | {columns} |", columns=" | ".join(f"#{i + 1}" for i in range(k))) + "\n"
+        head += "|---" * (k + 1) + "|\n"
         rows = [f"| {name} | " + " | ".join("`" + repr(p).replace("|", "\\|") + f"` {float(q):.3g}" for p, q in
                                             zip(self.top_pieces[s][position], self.top_probs[s, position])) + " |"
-                for s, name in enumerate(self.layer_names)]
+                for s, name in enumerate(self.stage_labels())]
         return head + "\n".join(rows)
+
+    def stage_labels(self) -> list[str]:
+        """``layer_names`` in the reader's language ("embeddings", "block 0", ... in English)."""
+        return [tr("embeddings") if s == 0 else tr("block {i}", i=s - 1) for s in range(len(self.layer_names))]
 
     def __repr__(self) -> str:
         n, T, k = self.top_ids.shape
-        return f"LogitLens({n} stages ({self.layer_names[0]} .. {self.layer_names[-1]}) x {T} positions, top {k})"
+        labels = self.stage_labels()
+        return tr("LogitLens({n} stages ({first} .. {last}) x {T} positions, top {k})", n=n, first=labels[0],
+                  last=labels[-1], T=T, k=k)
 
 
 def logit_lens(model: Model, residual: torch.Tensor, ids: list[int] | None = None, *, k: int = 5) -> LogitLens:
@@ -292,9 +301,13 @@ class Ablation:
     kl_bits: float  # KL(on || off) of those two distributions, in bits (0: unchanged)
 
     def __repr__(self) -> str:
-        off = ", ".join(f"L{a}" + ("" if b is None else f"H{b}") for a, b in self.heads) or "nothing"
-        return (f"Ablation({off} off: loss {self.loss:.3f} -> {self.loss_off:.3f} nats/token, "
-                f"next-token KL {self.kl_bits:.3g} bits)")
+        off = ", ".join(f"L{a}" + ("" if b is None else f"H{b}") for a, b in self.heads)
+        numbers = {"loss": self.loss, "loss_off": self.loss_off, "kl": self.kl_bits}
+        if not off:
+            return tr("Ablation(nothing off: loss {loss:.3f} -> {loss_off:.3f} nats/token, next-token KL {kl:.3g} "
+                      "bits)", **numbers)
+        return tr("Ablation({off} off: loss {loss:.3f} -> {loss_off:.3f} nats/token, next-token KL {kl:.3g} bits)",
+                  off=off, **numbers)
 
 
 def ablate(model: Model, ids, specs: Iterable[HeadSpec], *, start: int = 1) -> Ablation:

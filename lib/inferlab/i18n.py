@@ -62,15 +62,22 @@ def language() -> str:
     return _normalize(env, ENV) if env else DEFAULT
 
 
+def catalog_files(lang: str) -> dict[str, dict[str, str]]:
+    """Each ``locale/{lang}_*.json`` file's name -> its translations (English text -> translated text)."""
+    return {p.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(LOCALE_DIR.glob(f"{lang}_*.json"))}
+
+
 @cache
 def catalog(lang: str) -> dict[str, str]:
-    """All translations into ``lang``, English text -> translated text (empty for English)."""
+    """All translations into ``lang``, English text -> translated text (empty for English).
+
+    Files are merged in name order; a text translated differently in two files keeps the first file's
+    translation here (the test suite refuses such a pair, so it never reaches a learner).
+    """
     merged: dict[str, str] = {}
-    for path in sorted(LOCALE_DIR.glob(f"{lang}_*.json")):
-        for key, text in json.loads(path.read_text(encoding="utf-8")).items():
-            if key in merged and merged[key] != text:
-                raise ValueError(f"{path.name}: {key!r} is translated differently in another {lang}_*.json file")
-            merged[key] = text
+    for table in catalog_files(lang).values():
+        for key, text in table.items():
+            merged.setdefault(key, text)
     return merged
 
 

@@ -20,6 +20,7 @@ import torch
 from . import _hf
 from .cost import GPT2_SHAPES
 from .errors import bad_value
+from .i18n import tr
 from .paths import BUNDLED_DIR
 
 BUNDLED_NAMES = ("bundled", "tiny", "tiny-gpt2-shakespeare")
@@ -62,11 +63,12 @@ class ModelInfo:
                 "d_model": self.d_model, "dtype": str(self.dtype), "device": self.device}
 
     def __repr__(self) -> str:
-        return (f"ModelInfo({self.name!r} from {self.source}: {self.n_layer} layers x {self.n_head} heads, "
-                f"d_model={self.d_model}, head_dim={self.head_dim}, n_ctx={self.n_ctx}, "
-                f"vocab={self.vocab_size}, {self.n_params / 1e6:.1f}M params, "
-                f"{self.weight_bytes / 1e6:.1f} MB of {str(self.dtype).removeprefix('torch.')} weights "
-                f"on {self.device})")
+        return tr("ModelInfo({name!r} from {source}: {n_layer} layers x {n_head} heads, d_model={d_model}, "
+                  "head_dim={head_dim}, n_ctx={n_ctx}, vocab={vocab}, {params:.1f}M params, {mb:.1f} MB of {dtype} "
+                  "weights on {device})", name=self.name, source=self.source, n_layer=self.n_layer,
+                  n_head=self.n_head, d_model=self.d_model, head_dim=self.head_dim, n_ctx=self.n_ctx,
+                  vocab=self.vocab_size, params=self.n_params / 1e6, mb=self.weight_bytes / 1e6,
+                  dtype=str(self.dtype).removeprefix("torch."), device=self.device)
 
 
 @dataclass
@@ -123,9 +125,9 @@ def check_text(name: str, text: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise bad_value(name, text[max(exc.start - 10, 0):exc.end + 10],
-                        "text that can be written as UTF-8 (no lone surrogate halves like \\ud800)",
-                        f"remove or replace the character at position {exc.start}, e.g. "
-                        "text.encode('utf-8', 'replace').decode()") from None
+                        tr("text that can be written as UTF-8 (no lone surrogate halves like \\ud800)"),
+                        tr("remove or replace the character at position {position}, e.g. "
+                           "text.encode('utf-8', 'replace').decode()", position=exc.start)) from None
 
 
 def resolve_device(device: str | torch.device = "auto") -> torch.device:
@@ -297,7 +299,8 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
     if model == "auto" and os.environ.get(ENV_MODEL):
         chosen = os.environ[ENV_MODEL]
         try:
-            return _load(chosen, dev, dt, dtype, f"chosen by {ENV_MODEL}={chosen}", verbose)
+            return _load(chosen, dev, dt, dtype, tr("chosen by {variable}={value}", variable=ENV_MODEL, value=chosen),
+                         verbose)
         except (ValueError, FileNotFoundError, ConnectionError) as exc:
             raise type(exc)(f"the environment variable {ENV_MODEL}={chosen!r} chose the model, and: {exc} "
                             f"(Or unset {ENV_MODEL} to use model='auto'.)") from None
@@ -312,21 +315,21 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
     requested = model
     if model == "auto":
         if _hf.hub_cached("gpt2"):
-            model, reason = "gpt2", "real GPT-2 found in the local Hugging Face cache"
+            model, reason = "gpt2", tr("real GPT-2 found in the local Hugging Face cache")
         elif _hf.hub_offline():
             model = "bundled"
-            reason = "HF_HUB_OFFLINE is set and GPT-2 is not in the local cache"
+            reason = tr("HF_HUB_OFFLINE is set and GPT-2 is not in the local cache")
         elif hub_reachable():
-            model, reason = "gpt2", "real GPT-2 downloaded from the Hugging Face Hub"
+            model, reason = "gpt2", tr("real GPT-2 downloaded from the Hugging Face Hub")
         else:
             model = "bundled"
-            reason = f"the Hugging Face Hub did not answer within {HUB_PROBE_SECONDS:.0f} s"
+            reason = tr("the Hugging Face Hub did not answer within {seconds:.0f} s", seconds=HUB_PROBE_SECONDS)
 
     source: str
     if model in BUNDLED_NAMES:
         hf, tok = _from_folder(BUNDLED_DIR, dt, dev)
         name, source, path = "tiny-gpt2-shakespeare", "bundled", str(BUNDLED_DIR)
-        reason = reason or "asked for the bundled model"
+        reason = reason or tr("asked for the bundled model")
     elif model.startswith("random:"):
         family = model.split(":", 1)[1]
         if family not in GPT2_SHAPES:
@@ -337,33 +340,33 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
                           vocab_size=shape.vocab_size, dtype=dt, device=dev)
         tok = _bundled_tokenizer()
         name, source, path = family, "random-weights", ""
-        reason = reason or "random weights with the published shape (for timing; its text is noise)"
+        reason = reason or tr("random weights with the published shape (for timing; its text is noise)")
         notes.append("random weights: the speed is real, the text is not")
     elif os.path.sep in model or model.startswith((".", "~")) or Path(model).expanduser().is_dir():
         folder = Path(model).expanduser().resolve()
         hf, tok = _from_folder(folder, dt, dev)
         name, source, path = folder.name, "folder", str(folder)
-        reason = reason or "a local folder"
+        reason = reason or tr("a local folder")
     else:
         hf, tok, source = _from_hub(model, dt, dev)
         name, path = model, model
-        reason = reason or ("found in the local Hugging Face cache" if source == "hub-cache"
-                            else "downloaded from the Hugging Face Hub")
+        reason = reason or (tr("found in the local Hugging Face cache") if source == "hub-cache"
+                            else tr("downloaded from the Hugging Face Hub"))
 
     shape = _hf.shape_facts(hf)
     n_params, n_bytes = _count(hf)
     info = ModelInfo(
         name=name, source=source, path=path,
-        reason=reason + ("" if source != "bundled" else
-                         ". To use real GPT-2: load(model='gpt2') with a network, a folder path, "
-                         "or set INFERLAB_MODEL"),
+        reason=reason if source != "bundled" else tr(
+            "{reason}. To use real GPT-2: load(model='gpt2') with a network, a folder path, or set INFERLAB_MODEL",
+            reason=reason),
         n_layer=shape.n_layer, n_head=shape.n_head, d_model=shape.d_model, head_dim=shape.head_dim,
         n_ctx=shape.n_ctx, vocab_size=shape.vocab_size, n_params=n_params, weight_bytes=n_bytes,
         dtype=dt, device=str(dev), attention=_hf.current_attention(hf), notes=tuple(notes),
     )
     if verbose:
-        print(f"inferlab: loaded {info.name} ({info.source}; {info.reason}) on {info.device}, "
-              f"{str(dt).removeprefix('torch.')}")
+        print(tr("inferlab: loaded {name} ({source}; {reason}) on {device}, {dtype}", name=info.name,
+                 source=info.source, reason=info.reason, device=info.device, dtype=str(dt).removeprefix("torch.")))
     return Model(hf=hf, tokenizer=tok, info=info)
 
 

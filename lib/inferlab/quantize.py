@@ -30,6 +30,7 @@ import torch.nn.functional as F
 from . import _hf
 from .engine import forward_full
 from .errors import bad_value
+from .i18n import tr
 from .models import Model
 
 WEIGHT_FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
@@ -158,8 +159,28 @@ class Quantized:
     step_bytes: int  # what one decode step reads
 
     def __repr__(self) -> str:
-        return (f"Quantized({self.kind}: {self.weight_bytes / 1e6:.1f} MB stored, {self.step_bytes / 1e6:.1f} MB "
-                f"read per decode step; {self.method})")
+        return tr("Quantized({kind}: {stored:.1f} MB stored, {read:.1f} MB read per decode step; {method})",
+                  kind=self.kind, stored=self.weight_bytes / 1e6, read=self.step_bytes / 1e6, method=self.method)
+
+
+def _method(kind: str, parts: str) -> str:
+    """How the ``kind`` copy was made (``parts``: which projections), in the reader's language."""
+    if kind == "fp32":
+        return tr("the original weights")
+    if kind in _FLOATS:
+        return f"model.to({_FLOATS[kind]})"  # code: the same in every language
+    if kind == "int8":
+        return {"all": tr("torch.ao.quantization.quantize_dynamic, int8 per output channel, every Linear and the "
+                          "LM head"),
+                "blocks": tr("torch.ao.quantization.quantize_dynamic, int8 per output channel, the blocks' "
+                             "projections only"),
+                "head": tr("torch.ao.quantization.quantize_dynamic, int8 per output channel, the LM head only")}[parts]
+    return {"all": tr("weight-only int4, groups of {group}, aten._weight_int4pack_mm_for_cpu (bf16 activations)",
+                      group=INT4_GROUP),
+            "blocks": tr("weight-only int4, groups of {group}, aten._weight_int4pack_mm_for_cpu (bf16 activations), "
+                         "the blocks' projections only", group=INT4_GROUP),
+            "head": tr("weight-only int4, groups of {group}, aten._weight_int4pack_mm_for_cpu (bf16 activations), "
+                       "the LM head only", group=INT4_GROUP)}[parts]
 
 
 def quantize(model: Model, kind: str, *, parts: str = "all") -> Quantized:
@@ -182,19 +203,13 @@ def quantize(model: Model, kind: str, *, parts: str = "all") -> Quantized:
         raise bad_value("parts", parts, f"one of {PARTS} for int8/int4, 'all' for {tuple(_FLOATS)}",
                         "leave parts='all' unless you quantize to int8 or int4")
     hf = copy.deepcopy(model.hf)
-    where = {"all": "", "blocks": ", the blocks' projections only", "head": ", the LM head only"}[parts]
     if kind in _FLOATS:
         hf = hf.to(_FLOATS[kind])
-        method = "the original weights" if kind == "fp32" else f"model.to(torch.{_FLOATS[kind]})"
-        method = method.replace("torch.torch.", "torch.")
     elif kind == "int8":
         _hf.replace_projections(hf, as_int8, blocks=parts != "head", head=parts != "blocks")
-        method = "torch.ao.quantization.quantize_dynamic, int8 per output channel, " + (
-            where.removeprefix(", ") or "every Linear and the LM head")
     else:
         _hf.replace_projections(hf, Int4Linear, blocks=parts != "head", head=parts != "blocks")
-        method = (f"weight-only int4, groups of {INT4_GROUP}, aten._weight_int4pack_mm_for_cpu (bf16 activations)"
-                  + where)
+    method = _method(kind, parts)
     hf.eval()
     dtype = _FLOATS.get(kind, torch.float32)
     info = replace(model.info, dtype=dtype, weight_bytes=stored_bytes(hf),
@@ -216,7 +231,8 @@ class Perplexity:
         return math.exp(self.nats_per_token)
 
     def __repr__(self) -> str:
-        return f"Perplexity({self.perplexity:.2f}, {self.nats_per_token:.4f} nats/token over {self.tokens} tokens)"
+        return tr("Perplexity({perplexity:.2f}, {nats:.4f} nats/token over {tokens} tokens)",
+                  perplexity=self.perplexity, nats=self.nats_per_token, tokens=self.tokens)
 
 
 def perplexity(model: Model, text: str | None = None, *, window: int | None = None) -> Perplexity:

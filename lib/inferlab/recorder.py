@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from .cache import KVCache
 from .hooks import CAPTURE_KINDS, capture
+from .i18n import tr
 from .models import Model
 from .trace import StepRecord, Trace, parse_record
 
@@ -70,13 +71,19 @@ class Recorder:
         if "attention" in self.kinds:
             need = attention_bytes(model, prompt_tokens, new_tokens, use_cache)
             if need > max_attention_bytes:
-                cache_note = "" if use_cache else " (use_cache=False keeps a full T x T square every step)"
-                raise ValueError(
-                    f"recording attention for {prompt_tokens} prompt tokens + {new_tokens} new ones needs about "
-                    f"{format_bytes(need)} (layers x heads x query_pos x key_pos x 4 bytes){cache_note}; the "
-                    f"limit is max_attention_bytes={max_attention_bytes:,} ({format_bytes(max_attention_bytes)}). "
-                    "Fix: shorten the prompt or max_new_tokens, drop 'attention' from record, or raise "
-                    "max_attention_bytes.")
+                sizes = {"prompt": prompt_tokens, "new": new_tokens, "need": format_bytes(need),
+                         "limit": max_attention_bytes, "limit_text": format_bytes(max_attention_bytes)}
+                if use_cache:
+                    raise ValueError(tr(
+                        "recording attention for {prompt} prompt tokens + {new} new ones needs about {need} (layers x "
+                        "heads x query_pos x key_pos x 4 bytes); the limit is max_attention_bytes={limit:,} "
+                        "({limit_text}). Fix: shorten the prompt or max_new_tokens, drop 'attention' from record, or "
+                        "raise max_attention_bytes.", **sizes))
+                raise ValueError(tr(
+                    "recording attention for {prompt} prompt tokens + {new} new ones needs about {need} (layers x "
+                    "heads x query_pos x key_pos x 4 bytes) (use_cache=False keeps a full T x T square every step); "
+                    "the limit is max_attention_bytes={limit:,} ({limit_text}). Fix: shorten the prompt or "
+                    "max_new_tokens, drop 'attention' from record, or raise max_attention_bytes.", **sizes))
         self.hook_kinds = {k for k in self.kinds if k in CAPTURE_KINDS}
         if "residual" in self.hook_kinds:
             self.hook_kinds.add("embeddings")  # the residual stream starts at embed.sum

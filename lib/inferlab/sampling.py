@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .errors import bad_value, check_number
+from .i18n import tr
 
 
 @dataclass(frozen=True)
@@ -32,13 +33,13 @@ class SamplingConfig:
 
     def __post_init__(self) -> None:
         check_number("temperature", self.temperature, low=0.0,
-                     fix="use 0 for greedy, 1 for the model's own distribution, >1 for bolder choices")
-        check_number("top_k", self.top_k, low=0, integer=True, fix="use 0 to switch top-k off")
+                     fix=tr("use 0 for greedy, 1 for the model's own distribution, >1 for bolder choices"))
+        check_number("top_k", self.top_k, low=0, integer=True, fix=tr("use 0 to switch top-k off"))
         check_number("top_p", self.top_p, low=0.0, high=1.0, low_open=True,
-                     fix="use 1.0 to switch top-p off, or a value such as 0.9")
+                     fix=tr("use 1.0 to switch top-p off, or a value such as 0.9"))
         if self.seed is not None:
             check_number("seed", self.seed, low=0, high=2**64 - 1, integer=True,
-                         fix="use a non-negative integer below 2**64 (torch.Generator's range) or None")
+                         fix=tr("use a non-negative integer below 2**64 (torch.Generator's range) or None"))
 
     @property
     def greedy(self) -> bool:
@@ -131,8 +132,8 @@ class Stage:
     top_probs: tuple[float, ...]
 
     def __repr__(self) -> str:
-        return (f"Stage({self.name}: kept {self.kept}, removed {self.removed_mass:.3f} of the mass, "
-                f"entropy {self.entropy:.2f} nats)")
+        return tr("Stage({name}: kept {kept}, removed {removed:.3f} of the mass, entropy {entropy:.2f} nats)",
+                  name=self.name, kept=self.kept, removed=self.removed_mass, entropy=self.entropy)
 
 
 @dataclass(frozen=True, eq=False)
@@ -154,7 +155,7 @@ class FilterStages:
 
     def __repr__(self) -> str:
         kept = " -> ".join(f"{s.name}:{s.kept:,}" for s in self.stages)
-        return f"FilterStages({kept} tokens possible)"
+        return tr("FilterStages({kept} tokens possible)", kept=kept)
 
 
 @dataclass(frozen=True)
@@ -168,7 +169,7 @@ class SamplingStep:
 
     def __repr__(self) -> str:
         kept = " -> ".join(f"{s.name}:{s.kept}" for s in self.stages)
-        return f"SamplingStep(token {self.token_id}, p={self.prob:.3f}, {kept})"
+        return tr("SamplingStep(token {token}, p={p:.3f}, {kept})", token=self.token_id, p=self.prob, kept=kept)
 
 
 def entropy(probs: torch.Tensor) -> float:

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from .i18n import tr
+
 
 def sync(device: torch.device | str | None = None) -> None:
     """Wait until the device has finished its queued work (a no-op on the CPU)."""
@@ -56,8 +58,8 @@ class Latency:
         return 1.0 / self.tpot if self.tpot and math.isfinite(self.tpot) and self.tpot > 0 else float("nan")
 
     def __repr__(self) -> str:
-        return (f"Latency(TTFT {self.ttft * 1e3:.2f} ms, TPOT {self.tpot * 1e3:.2f} ms, "
-                f"E2E {self.e2e * 1e3:.2f} ms, N={self.n_tokens})")
+        return tr("Latency(TTFT {ttft:.2f} ms, TPOT {tpot:.2f} ms, E2E {e2e:.2f} ms, N={n})",
+                  ttft=self.ttft * 1e3, tpot=self.tpot * 1e3, e2e=self.e2e * 1e3, n=self.n_tokens)
 
     @classmethod
     def from_times(cls, request: float, token_times: Sequence[float]) -> Latency:
@@ -99,8 +101,8 @@ class Summary:
     max: float
 
     def __repr__(self) -> str:
-        return (f"Summary(n={self.n}, mean={self.mean:.4g}, median={self.median:.4g}, "
-                f"p90={self.p90:.4g}, p99={self.p99:.4g})")
+        return tr("Summary(n={n}, mean={mean:.4g}, median={median:.4g}, p90={p90:.4g}, p99={p99:.4g})",
+                  n=self.n, mean=self.mean, median=self.median, p90=self.p90, p99=self.p99)
 
     def to_dict(self) -> dict:
         """Plain-Python form."""

@@ -28,6 +28,7 @@ from pathlib import Path
 import regex
 
 from .errors import bad_value
+from .i18n import tr
 from .paths import BUNDLED_DIR
 
 MAX_CHARS = 20_000  # longer text: the chip view would be unreadable and slow
@@ -109,12 +110,18 @@ class Piece:
     def describe(self) -> str:
         """One line for hover text: id, text or bytes, and the character they belong to."""
         points = " ".join(f"U+{ord(c):04X}" for c in self.chars)
-        what = (f"bytes {self.hex}, part of {self.chars!r} ({points})" if self.partial
-                else f"{self.text!r}, bytes {self.hex}")
-        return f"token {self.index}: id {self.id}, {what}" + (" (special token)" if self.special else "")
+        facts = {"index": self.index, "id": self.id, "hex": self.hex}
+        if self.partial:
+            return tr("token {index}: id {id}, bytes {hex}, part of {chars!r} ({points})", chars=self.chars,
+                      points=points, **facts)
+        if self.special:
+            return tr("token {index}: id {id}, {text!r}, bytes {hex} (special token)", text=self.text, **facts)
+        return tr("token {index}: id {id}, {text!r}, bytes {hex}", text=self.text, **facts)
 
     def __repr__(self) -> str:
-        return f"Piece({self.id}, {self.label!r}{', part of ' + repr(self.chars) if self.partial else ''})"
+        if self.partial:
+            return tr("Piece({id}, {label!r}, part of {chars!r})", id=self.id, label=self.label, chars=self.chars)
+        return f"Piece({self.id}, {self.label!r})"
 
 
 @dataclass(frozen=True)
@@ -137,8 +144,9 @@ class Tokenized:
 
     def __repr__(self) -> str:
         shown = " ".join(repr(p.label) for p in self.pieces[:8]) + (" ..." if self.n_tokens > 8 else "")
-        return (f"Tokenized({self.n_tokens} tokens, {self.n_chars} chars, {self.n_bytes} bytes, "
-                f"{self.chars_per_token:.2f} chars/token: {shown})")
+        return tr("Tokenized({tokens} tokens, {chars} chars, {nbytes} bytes, {per_token:.2f} chars/token: {shown})",
+                  tokens=self.n_tokens, chars=self.n_chars, nbytes=self.n_bytes, per_token=self.chars_per_token,
+                  shown=shown)
 
 
 def check_utf8(name: str, text) -> str:
@@ -153,10 +161,10 @@ def check_utf8(name: str, text) -> str:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         shown = text if len(text) <= 40 else text[max(0, exc.start - 10):exc.start + 10]
-        raise bad_value(name, shown, "text that can be written as UTF-8 (whole characters only)",
-                        f"remove the lone surrogate U+{ord(text[exc.start]):04X} at character {exc.start} "
-                        "(half of an emoji or other character, left by cutting a string), "
-                        "or paste the whole character again") from None
+        raise bad_value(name, shown, tr("text that can be written as UTF-8 (whole characters only)"),
+                        tr("remove the lone surrogate U+{code:04X} at character {position} (half of an emoji or "
+                           "other character, left by cutting a string), or paste the whole character again",
+                           code=ord(text[exc.start]), position=exc.start)) from None
     return text
 
 
@@ -164,10 +172,10 @@ def check_text(text, max_chars: int = MAX_CHARS) -> str:
     """Refuse what a tokenizer view cannot show well: non-strings, empty text, very long text, broken text."""
     check_utf8("text", text)
     if not text:
-        raise bad_value("text", text, "at least one character", "type some text, e.g. 'Hello, world!'")
+        raise bad_value("text", text, tr("at least one character"), tr("type some text, e.g. 'Hello, world!'"))
     if len(text) > max_chars:
-        raise bad_value("text", f"<{len(text):,} characters>", f"at most {max_chars:,} characters",
-                        "shorten the text (or pass a larger max_chars)")
+        raise bad_value("text", tr("<{n:,} characters>", n=len(text)), tr("at most {n:,} characters", n=max_chars),
+                        tr("shorten the text (or pass a larger max_chars)"))
     return text
 
 
@@ -258,7 +266,8 @@ class MergeStep:
     symbols: tuple[str, ...]     # the word after this merge
 
     def __repr__(self) -> str:
-        return f"MergeStep(rank {self.rank}: {self.pair[0]!r} + {self.pair[1]!r} -> {' '.join(self.symbols)})"
+        return tr("MergeStep(rank {rank}: {left!r} + {right!r} -> {symbols})", rank=self.rank, left=self.pair[0],
+                  right=self.pair[1], symbols=" ".join(self.symbols))
 
 
 @dataclass(frozen=True)
@@ -276,8 +285,8 @@ class BPEWork:
         return self.steps[-1].symbols if self.steps else self.initial
 
     def __repr__(self) -> str:
-        return (f"BPEWork({self.word!r}: {len(self.utf8)} bytes -> {len(self.steps)} merges -> "
-                f"{list(self.final)} = ids {list(self.ids)})")
+        return tr("BPEWork({word!r}: {nbytes} bytes -> {merges} merges -> {final} = ids {ids})", word=self.word,
+                  nbytes=len(self.utf8), merges=len(self.steps), final=list(self.final), ids=list(self.ids))
 
 
 class BPE:
@@ -371,8 +380,9 @@ def bpe_steps(word: str) -> BPEWork:
     check_utf8("word", word)
     chunks = BPE.pretokenize(word) if word else []
     if len(chunks) != 1 or chunks[0] != word:
-        raise bad_value("word", word, "exactly one pre-token chunk (a word with at most one leading space)",
-                        f"it splits into {chunks}; use gpt2_bpe().encode_and_show_work(text) for several chunks")
+        raise bad_value("word", word, tr("exactly one pre-token chunk (a word with at most one leading space)"),
+                        tr("it splits into {chunks}; use gpt2_bpe().encode_and_show_work(text) for several chunks",
+                           chunks=chunks))
     return gpt2_bpe().work(word)
 
 

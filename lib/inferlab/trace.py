@@ -13,6 +13,7 @@ import torch
 
 from .cache import CacheSnapshot
 from .errors import bad_value
+from .i18n import tr
 from .sampling import SamplingStep, Stage
 from .timing import Latency
 
@@ -62,9 +63,13 @@ class StepRecord:
 
     def __repr__(self) -> str:
         extra = [k for k in ("attention", "residual", "cache", "sampling") if getattr(self, k) is not None]
-        return (f"StepRecord({self.kind} #{self.index}, {len(self.input_ids)} input token(s) at position "
-                f"{self.position}, chose {self.token_id}, {self.seconds * 1e3:.2f} ms"
-                f"{', recorded ' + '/'.join(extra) if extra else ''})")
+        facts = {"kind": self.kind, "index": self.index, "n": len(self.input_ids), "position": self.position,
+                 "token": self.token_id, "ms": self.seconds * 1e3}
+        if extra:
+            return tr("StepRecord({kind} #{index}, {n} input token(s) at position {position}, chose {token}, "
+                      "{ms:.2f} ms, recorded {recorded})", recorded="/".join(extra), **facts)
+        return tr("StepRecord({kind} #{index}, {n} input token(s) at position {position}, chose {token}, "
+                  "{ms:.2f} ms)", **facts)
 
 
 @dataclass
@@ -123,9 +128,17 @@ class Trace:
         return [s.cache.total_bytes for s in self.steps]
 
     def __repr__(self) -> str:
-        lat = f", TTFT {self.token_times[0] * 1e3:.1f} ms" if self.token_times else ""
-        return (f"Trace({len(self.prompt_ids)} prompt tokens -> {len(self.generated_ids)} generated "
-                f"({self.stop_reason or 'not run'}){lat}, recorded {list(self.recorded) or 'nothing'})")
+        facts = {"prompt": len(self.prompt_ids), "generated": len(self.generated_ids),
+                 "stop": self.stop_reason or tr("not run"), "recorded": list(self.recorded)}
+        if self.token_times and self.recorded:
+            return tr("Trace({prompt} prompt tokens -> {generated} generated ({stop}), TTFT {ttft:.1f} ms, "
+                      "recorded {recorded})", ttft=self.token_times[0] * 1e3, **facts)
+        if self.token_times:
+            return tr("Trace({prompt} prompt tokens -> {generated} generated ({stop}), TTFT {ttft:.1f} ms, "
+                      "recorded nothing)", ttft=self.token_times[0] * 1e3, **facts)
+        if self.recorded:
+            return tr("Trace({prompt} prompt tokens -> {generated} generated ({stop}), recorded {recorded})", **facts)
+        return tr("Trace({prompt} prompt tokens -> {generated} generated ({stop}), recorded nothing)", **facts)
 
     # ------------------------------------------------------------------ plain data
     def to_dict(self) -> dict:

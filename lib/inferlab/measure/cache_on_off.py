@@ -17,6 +17,7 @@ import torch
 
 from ..engine import decode_step, forward_full, generate, prefill
 from ..errors import check_number
+from ..i18n import tr
 from ..models import Model
 from ..timing import interleave, summarize
 from .sweeps import meta
@@ -77,10 +78,11 @@ class CacheComparison:
         return self.total_s(False) / self.total_s(True)
 
     def __repr__(self) -> str:
-        return (f"CacheComparison({len(self.cached_ids)} tokens after a {self.prompt_len}-token prompt: "
-                f"cached {self.total_s(True) * 1e3:.1f} ms, uncached {self.total_s(False) * 1e3:.1f} ms "
-                f"(x{self.speedup:.1f}), identical tokens {self.tokens_identical}, "
-                f"max |logit diff| {self.max_diff:.2e})")
+        return tr("CacheComparison({n} tokens after a {prompt}-token prompt: cached {cached:.1f} ms, uncached "
+                  "{uncached:.1f} ms (x{speedup:.1f}), identical tokens {same}, max |logit diff| {diff:.2e})",
+                  n=len(self.cached_ids), prompt=self.prompt_len, cached=self.total_s(True) * 1e3,
+                  uncached=self.total_s(False) * 1e3, speedup=self.speedup, same=self.tokens_identical,
+                  diff=self.max_diff)
 
 
 def step_logits(model: Model, prompt_ids: Sequence[int], tokens: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from ..engine import prefill
 from ..errors import check_number
 from ..hooks import capture
+from ..i18n import tr
 from ..models import Model
 from ..progress import progress
 from ..timing import interleave, time_call
@@ -56,8 +57,8 @@ class KernelComparison:
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{k} {s.medians[-1] * 1e3:.2f} ms" for k, s in self.sweeps.items())
-        return (f"KernelComparison(prefill at {list(self.lengths)} tokens; at {self.lengths[-1]}: {parts}; "
-                f"max |logit diff| {self.agree:.1e})")
+        return tr("KernelComparison(prefill at {lengths} tokens; at {last}: {parts}; max |logit diff| {diff:.1e})",
+                  lengths=list(self.lengths), last=self.lengths[-1], parts=parts, diff=self.agree)
 
 
 def _setups(model: Model, kernels) -> dict[str, KernelSetup]:
@@ -88,7 +89,7 @@ def kernel_sweep(model: Model, lengths: Sequence[int], kernels: Sequence[str] | 
     times = {k: [] for k in setups}
     peaks = {k: [] for k in setups}
     diffs = {k: [] for k in setups}
-    for n in progress(lengths, "kernels"):
+    for n in progress(lengths, tr("kernels")):
         ids = sample_ids(model, n)
 
         def once(setup: KernelSetup, ids=ids) -> float:
@@ -106,8 +107,8 @@ def kernel_sweep(model: Model, lengths: Sequence[int], kernels: Sequence[str] | 
                     peaks[k].append(peak_bytes(lambda ids=ids: prefill(model, ids), model.device))
             ref = logits if ref is None else ref
             diffs[k].append(float((logits - ref).abs().max()))
-    sweeps = {k: Sweep("prefill", "prompt length (tokens)", lengths, tuple(times[k]), lengths, **meta(model),
-                       note=f"attention kernel: {k}") for k in setups}
+    sweeps = {k: Sweep("prefill", tr("prompt length (tokens)"), lengths, tuple(times[k]), lengths, **meta(model),
+                       note=tr("attention kernel: {kernel}", kernel=k)) for k in setups}
     return KernelComparison(sweeps, {k: tuple(v) for k, v in peaks.items()}, {k: tuple(v) for k, v in diffs.items()})
 
 

@@ -25,6 +25,7 @@ from .. import models
 from ..cost import Shape, decode_cost, flops_per_token
 from ..engine import decode_step, generate, prefill
 from ..errors import bad_value, check_number
+from ..i18n import tr
 from ..models import Model, load
 from ..timing import Latency, Summary, interleave, summarize, time_call
 from ..trace import Trace
@@ -44,7 +45,7 @@ def ms(s: float | None) -> str:
 
 def summary_markdown(rows: Mapping[str, Summary]) -> str:
     """A Markdown table of summaries (seconds in, milliseconds out): one row per metric."""
-    lines = ["| metric | runs | mean (ms) | median (ms) | p90 (ms) | p99 (ms) |", "|---|---|---|---|---|---|"]
+    lines = [tr("| metric | runs | mean (ms) | median (ms) | p90 (ms) | p99 (ms) |"), "|---|---|---|---|---|---|"]
     lines += [f"| {k} | {s.n} | {ms(s.mean)} | {ms(s.median)} | {ms(s.p90)} | {ms(s.p99)} |"
               for k, s in rows.items()]
     return "\n".join(lines)
@@ -102,14 +103,15 @@ class Measurement:
         """Mean, median, p90 and p99 of TTFT, TPOT, ITL and E2E as a Markdown table (ms)."""
         rows = {"TTFT": self.ttft, "E2E": self.e2e}
         if any(r.n_tokens > 1 for r in self.runs):
-            rows = {"TTFT": self.ttft, "TPOT": self.tpot, "ITL (all gaps)": self.itl, "E2E": self.e2e}
+            rows = {"TTFT": self.ttft, "TPOT": self.tpot, tr("ITL (all gaps)"): self.itl, "E2E": self.e2e}
         return summary_markdown(rows)
 
     def __repr__(self) -> str:
         tpot = ms(self.tpot.median) if any(r.n_tokens > 1 for r in self.runs) else "n/a"
-        return (f"Measurement({self.prompt_tokens} prompt tokens -> {self.runs[0].n_tokens} new, "
-                f"{len(self.runs)} runs after {len(self.warmup_runs)} warm-up: median TTFT "
-                f"{ms(self.ttft.median)} ms, TPOT {tpot} ms, E2E {ms(self.e2e.median)} ms)")
+        return tr("Measurement({prompt} prompt tokens -> {new} new, {runs} runs after {warmup} warm-up: median TTFT "
+                  "{ttft} ms, TPOT {tpot} ms, E2E {e2e} ms)", prompt=self.prompt_tokens, new=self.runs[0].n_tokens,
+                  runs=len(self.runs), warmup=len(self.warmup_runs), ttft=ms(self.ttft.median), tpot=tpot,
+                  e2e=ms(self.e2e.median))
 
 
 def measure(model: Model, prompt: str, max_new_tokens: int = 32, *, repeats: int = 5, warmup: int = 1,
@@ -153,7 +155,7 @@ def ttft_sweep(model: Model, lengths: Sequence[int], *, repeats: int = 5, warmup
         r = measure(model, prompt_of_length(model, n, text), 1, repeats=repeats, warmup=warmup)
         xs.append(r.prompt_tokens)
         values.append(tuple(x.ttft for x in r.runs))
-    return Sweep("TTFT", "prompt length (tokens)", tuple(xs), tuple(values), tuple(xs), **meta(model))
+    return Sweep("TTFT", tr("prompt length (tokens)"), tuple(xs), tuple(values), tuple(xs), **meta(model))
 
 
 def tpot_sweep(model: Model, prompt: str, new_tokens: int = 64, *, bin_size: int = 8, repeats: int = 3,
@@ -171,8 +173,9 @@ def tpot_sweep(model: Model, prompt: str, new_tokens: int = 64, *, bin_size: int
     starts = range(0, new_tokens - 1, bin_size)
     xs = tuple(r.prompt_tokens + s + 1 for s in starts)
     values = tuple(tuple(g for run in r.runs for g in run.itl[s:s + bin_size]) for s in starts)
-    return Sweep("decode step", "context length (tokens)", xs, values, (1,) * len(xs), context=xs[0], **meta(model),
-                 note=f"each x pools {bin_size} consecutive steps of {len(r.runs)} runs")
+    return Sweep("decode step", tr("context length (tokens)"), xs, values, (1,) * len(xs), context=xs[0],
+                 **meta(model), note=tr("each x pools {bin_size} consecutive steps of {runs} runs", bin_size=bin_size,
+                                        runs=len(r.runs)))
 
 
 def load_variant(model: Model, *, dtype=None, device=None) -> tuple[Model | None, str]:
@@ -188,7 +191,8 @@ def load_variant(model: Model, *, dtype=None, device=None) -> tuple[Model | None
         generate(variant, "Hello", 2, stop_at_eos=False)
     except Exception as exc:  # any failure means "not supported here": say why instead of raising
         return None, f"{type(exc).__name__}: {str(exc)[:160]}"
-    return variant, f"{info.name} as {str(variant.info.dtype).removeprefix('torch.')} on {variant.info.device}"
+    return variant, tr("{name} as {dtype} on {device}", name=info.name,
+                       dtype=str(variant.info.dtype).removeprefix("torch."), device=variant.info.device)
 
 
 def compare(variants: Mapping[str, Model], prompt: str, max_new_tokens: int = 16, *, repeats: int = 5,
@@ -226,9 +230,9 @@ class FirstToken:
     head_share: float  # the LM head's share of one token's FLOPs (it runs once per forward, prefill or decode)
 
     def __repr__(self) -> str:
-        return (f"FirstToken({self.model}: prefill of {self.prompt_tokens} tokens {ms(self.prefill_s)} ms, "
-                f"of 1 token {ms(self.one_token_s)} ms, decode step {ms(self.decode_s)} ms; "
-                f"LM head {self.head_share:.0%} of a token's FLOPs)")
+        return tr("FirstToken({model}: prefill of {n} tokens {prefill} ms, of 1 token {one} ms, decode step {decode} "
+                  "ms; LM head {head:.0%} of a token's FLOPs)", model=self.model, n=self.prompt_tokens,
+                  prefill=ms(self.prefill_s), one=ms(self.one_token_s), decode=ms(self.decode_s), head=self.head_share)
 
 
 def first_token_parts(model: Model, prompt: str, *, repeats: int = 7, warmup: int = 2) -> FirstToken:
@@ -263,8 +267,8 @@ class ThinkingPoint:
     visible_tpot: tuple[float, ...]
 
     def __repr__(self) -> str:
-        return (f"ThinkingPoint({self.budget} hidden tokens: first visible token after "
-                f"{ms(summarize(self.first_visible).median)} ms)")
+        return tr("ThinkingPoint({budget} hidden tokens: first visible token after {ms} ms)", budget=self.budget,
+                  ms=ms(summarize(self.first_visible).median))
 
 
 def token_times(latency: Latency) -> list[float]:
@@ -337,7 +341,8 @@ class HardwareFloor:
 
     def __repr__(self) -> str:
         parts = ", ".join(f"{k} {ms(v)} ms" for k, v in self.floors.items())
-        return f"HardwareFloor({self.spec.name}, {self.spec.bytes_per_s / 1e9:.0f} GB/s: {parts})"
+        return tr("HardwareFloor({name}, {bandwidth:.0f} GB/s: {parts})", name=self.spec.name,
+                  bandwidth=self.spec.bytes_per_s / 1e9, parts=parts)
 
 
 def hardware_floors(shapes: Mapping[str, Shape], context: int = 256,

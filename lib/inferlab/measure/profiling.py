@@ -23,6 +23,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from ..fast import FastDecoder
+from ..i18n import tr
 from ..timing import clock, interleave, summarize, time_call
 
 GROUPS = ("matmuls", "attention", "norms & activations", "other ops", "compiled graph (fused)", "Python & dispatch")
@@ -32,6 +33,14 @@ _GROUP_WORDS = (("compiled graph (fused)", ("CompiledFxGraph",)),
                 ("matmuls", ("addmm", "aten::mm", "linear", "matmul", "bmm", "int4pack", "int8pack", "aten::mv")),
                 ("attention", ("scaled_dot_product", "attention", "softmax")),
                 ("norms & activations", ("layer_norm", "tanh", "pow", "gelu", "aten::mul", "aten::add", "aten::div")))
+
+
+def group_label(group: str) -> str:
+    """One of ``GROUPS`` in the reader's language (the groups themselves stay English keys)."""
+    labels = {"matmuls": tr("matmuls"), "attention": tr("attention"), "norms & activations": tr("norms & activations"),
+              "other ops": tr("other ops"), "compiled graph (fused)": tr("compiled graph (fused)"),
+              "Python & dispatch": tr("Python & dispatch")}
+    return labels.get(group, group)
 
 
 def op_group(name: str) -> str:
@@ -56,8 +65,9 @@ class StepProfile:
     top_ops: tuple[tuple[str, float, int], ...]  # (name, seconds per step, calls per step)
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in self.groups.items())
-        return f"StepProfile({self.label}: {self.step_s * 1e3:.2f} ms/step = {parts} ms)"
+        parts = ", ".join(f"{group_label(k)} {v * 1e3:.2f}" for k, v in self.groups.items())
+        return tr("StepProfile({label}: {step:.2f} ms/step = {parts} ms)", label=self.label, step=self.step_s * 1e3,
+                  parts=parts)
 
 
 @contextlib.contextmanager
@@ -127,9 +137,9 @@ class ProductRate:
         return self.read_s / self.product_s
 
     def __repr__(self) -> str:
-        return (f"ProductRate({self.name} [{self.shape[0]}, {self.shape[1]}] x{self.per_step}: "
-                f"{self.product_bytes_per_s / 1e9:.1f} GB/s, a plain read {self.read_bytes_per_s / 1e9:.1f} GB/s, "
-                f"{self.efficiency:.0%})")
+        return tr("ProductRate({name} [{rows}, {cols}] x{per_step}: {rate:.1f} GB/s, a plain read {read:.1f} GB/s, "
+                  "{efficiency:.0%})", name=self.name, rows=self.shape[0], cols=self.shape[1], per_step=self.per_step,
+                  rate=self.product_bytes_per_s / 1e9, read=self.read_bytes_per_s / 1e9, efficiency=self.efficiency)
 
 
 def product_rates(decoder: FastDecoder, *, repeats: int = 5) -> list[ProductRate]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..cost import Cost, MachineProfile, Shape, decode_cost, prefill_cost
+from ..cost import Cost, MachineProfile, Shape, bound_text, decode_cost, prefill_cost
 from ..errors import bad_value
+from ..i18n import tr
 from ..models import Model
 from .latency import Measurement, ms
 from .sweeps import Sweep
@@ -59,8 +60,9 @@ class RooflinePoint:
         return self.seconds / self.floor_s
 
     def __repr__(self) -> str:
-        return (f"RooflinePoint({self.label}: {self.intensity:.2f} FLOP/B, {self.flops_per_s / 1e9:.2f} GFLOP/s, "
-                f"{self.seconds * 1e3:.3f} ms = {self.times_floor:.1f} x the floor)")
+        return tr("RooflinePoint({label}: {intensity:.2f} FLOP/B, {gflops:.2f} GFLOP/s, {ms:.3f} ms = {times:.1f} x "
+                  "the floor)", label=self.label, intensity=self.intensity, gflops=self.flops_per_s / 1e9,
+                  ms=self.seconds * 1e3, times=self.times_floor)
 
 
 def roofline_points(sweep: Sweep, shape: Shape, machine: MachineProfile) -> list[RooflinePoint]:
@@ -89,8 +91,9 @@ class MythCheck:
         return "compute" if off(self.from_compute_s) < off(self.from_bandwidth_s) else "bandwidth"
 
     def __repr__(self) -> str:
-        return (f"MythCheck(compute predicts {self.from_compute_s * 1e3:.3f} ms, bandwidth predicts "
-                f"{self.from_bandwidth_s * 1e3:.3f} ms, measured {self.measured_s * 1e3:.3f} ms)")
+        return tr("MythCheck(compute predicts {compute:.3f} ms, bandwidth predicts {bandwidth:.3f} ms, measured "
+                  "{measured:.3f} ms)", compute=self.from_compute_s * 1e3, bandwidth=self.from_bandwidth_s * 1e3,
+                  measured=self.measured_s * 1e3)
 
 
 def myth_check(shape: Shape, machine: MachineProfile, measured_s: float, context: int) -> MythCheck:
@@ -136,10 +139,11 @@ class TpotVerdict:
     compiled: bool = False
 
     def __repr__(self) -> str:
-        return (f"TpotVerdict(batch x{self.batch} -> step x{self.batch_time_x:.2f}; {self.bytes_label} "
-                f"(bytes x{self.bytes_x:.2f}) -> TPOT x{self.bytes_time_x:.2f}; {self.fast_label} at "
-                f"{self.fast_s / self.bandwidth_floor_s:.1f}x the bandwidth floor, "
-                f"{self.fast_s / self.compute_floor_s:.0f}x the compute floor)")
+        return tr("TpotVerdict(batch x{batch} -> step x{step:.2f}; {bytes_label} (bytes x{bytes:.2f}) -> TPOT "
+                  "x{tpot:.2f}; {fast_label} at {bandwidth:.1f}x the bandwidth floor, {compute:.0f}x the compute "
+                  "floor)", batch=self.batch, step=self.batch_time_x, bytes_label=self.bytes_label, bytes=self.bytes_x,
+                  tpot=self.bytes_time_x, fast_label=self.fast_label, bandwidth=self.fast_s / self.bandwidth_floor_s,
+                  compute=self.fast_s / self.compute_floor_s)
 
 
 def count_ops(fn: Callable[[], object]) -> int:
@@ -173,10 +177,14 @@ class Prediction:
     measured: bool = False
 
     def __repr__(self) -> str:
-        kind = "measured" if self.measured else "PREDICTED"
-        return (f"Prediction({self.name}, {self.params / 1e6:.0f}M params, {kind}: TTFT {ms(self.ttft_s)} ms, "
-                f"TPOT {ms(self.tpot_s)} ms; floors {ms(self.ttft_floor_s)} / {ms(self.tpot_floor_s)} ms, "
-                f"decode {self.tpot_bound}-bound)")
+        facts = {"name": self.name, "params": self.params / 1e6, "ttft": ms(self.ttft_s), "tpot": ms(self.tpot_s),
+                 "ttft_floor": ms(self.ttft_floor_s), "tpot_floor": ms(self.tpot_floor_s),
+                 "bound": bound_text(self.tpot_bound)}
+        if self.measured:
+            return tr("Prediction({name}, {params:.0f}M params, measured: TTFT {ttft} ms, TPOT {tpot} ms; floors "
+                      "{ttft_floor} / {tpot_floor} ms, decode {bound})", **facts)
+        return tr("Prediction({name}, {params:.0f}M params, PREDICTED: TTFT {ttft} ms, TPOT {tpot} ms; floors "
+                  "{ttft_floor} / {tpot_floor} ms, decode {bound})", **facts)
 
 
 def predict_sizes(measured: Measurement, model: Model, machine: MachineProfile, shapes: Mapping[str, Shape],

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from ..engine import generate, prefill
 from ..fast import FastDecoder, onednn_packing
+from ..i18n import tr
 from ..models import Model
 from ..quantize import heldout_text, perplexity
 from ..timing import interleave, summarize, time_call
@@ -47,8 +48,8 @@ class QuantRow:
     measured_speedup: float | None = None  # fp32's TPOT / this TPOT
 
     def __repr__(self) -> str:
-        return (f"QuantRow({self.kind}: {self.step_bytes / 1e6:.1f} MB per step, TPOT {self.tpot_s * 1e3:.2f} ms, "
-                f"perplexity {self.perplexity:.2f})")
+        return tr("QuantRow({kind}: {mb:.1f} MB per step, TPOT {tpot:.2f} ms, perplexity {perplexity:.2f})",
+                  kind=self.kind, mb=self.step_bytes / 1e6, tpot=self.tpot_s * 1e3, perplexity=self.perplexity)
 
 
 def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats: int = 3) -> list[QuantRow]:
@@ -126,7 +127,7 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
     if compile:
         dec, why = compiled_decoder(model, n, prompt, cuda_graph=False)
         if dec is None:
-            warnings.warn(f"decode_paths: left out fast + torch.compile ({why})", stacklevel=2)
+            warnings.warn(tr("decode_paths: left out fast + torch.compile ({why})", why=why), stacklevel=2)
         else:
             decoders["fast + torch.compile"] = dec
     if model.device.type == "cuda":
@@ -173,23 +174,28 @@ def scoreboard_rows(kernels: KernelComparison, qrows: list[QuantRow], paths: dic
     """
     n, e, s = kernels.lengths[-1], kernels.sweeps["eager"], kernels.sweeps["sdpa"]
     pe, ps = kernels.peak_bytes["eager"][-1], kernels.peak_bytes["sdpa"][-1]
-    board = [{"technique": "SDPA vs eager attention (prefill)",
-              "TTFT": f"x{s.medians[-1] / e.medians[-1]:.2f} at T={n}", "TPOT": "-",
-              "memory": f"x{ps / max(pe, 1):.2f} peak", "quality": f"same (max logit diff {kernels.agree:.1e})"}]
+    board = [{"technique": tr("SDPA vs eager attention (prefill)"),
+              "TTFT": tr("x{ratio:.2f} at T={n}", ratio=s.medians[-1] / e.medians[-1], n=n), "TPOT": "-",
+              "memory": tr("x{ratio:.2f} peak", ratio=ps / max(pe, 1)),
+              "quality": tr("same (max logit diff {diff:.1e})", diff=kernels.agree)}]
     ref = next(r for r in qrows if r.kind == "fp32")
-    board += [{"technique": f"{r.kind} weights", "TTFT": f"x{r.ttft_s / ref.ttft_s:.2f}",
-               "TPOT": f"x{r.tpot_s / ref.tpot_s:.2f}", "memory": f"{r.step_bytes / 1e6:.1f} MB read/step",
-               "quality": f"perplexity {r.perplexity:.2f} ({r.perplexity / ref.perplexity - 1:+.2%})"}
+    board += [{"technique": tr("{kind} weights", kind=r.kind), "TTFT": f"x{r.ttft_s / ref.ttft_s:.2f}",
+               "TPOT": f"x{r.tpot_s / ref.tpot_s:.2f}", "memory": tr("{mb:.1f} MB read/step", mb=r.step_bytes / 1e6),
+               "quality": tr("perplexity {perplexity:.2f} ({change:+.2%})", perplexity=r.perplexity,
+                             change=r.perplexity / ref.perplexity - 1)}
               for r in qrows if r.kind != "fp32"]
     for name, (rows, floor_s) in paths.items():
         base = rows[0]
         board += [{"technique": f"{r.label} ({name})", "TTFT": f"x{r.ttft_s / base.ttft_s:.2f}",
-                   "TPOT": f"x{r.tpot_s / base.tpot_s:.2f} ({r.tpot_s / floor_s:.2f}x floor)",
+                   "TPOT": tr("x{ratio:.2f} ({floor:.2f}x floor)", ratio=r.tpot_s / base.tpot_s,
+                              floor=r.tpot_s / floor_s),
                    "memory": "-" if r.extra_bytes is None else f"+{r.extra_bytes / 1e6:.0f} MB",
-                   "quality": "same tokens" if r.tokens == base.tokens else "different tokens"} for r in rows[1:]]
+                   "quality": tr("same tokens") if r.tokens == base.tokens else tr("different tokens")}
+                  for r in rows[1:]]
     b0, b1 = batch.xs[0], batch.xs[-1]
     step0, step1 = batch.medians[0], batch.medians[-1]
-    board.append({"technique": f"batch {b1} vs {b0}", "TTFT": "-", "TPOT": f"x{step1 / step0:.2f} per user",
-                  "memory": f"x{b1 // b0} KV cache",
-                  "quality": f"x{batch.tokens_per_s[-1] / batch.tokens_per_s[0]:.1f} tokens/s"})
+    board.append({"technique": tr("batch {big} vs {small}", big=b1, small=b0), "TTFT": "-",
+                  "TPOT": tr("x{ratio:.2f} per user", ratio=step1 / step0),
+                  "memory": tr("x{times} KV cache", times=b1 // b0),
+                  "quality": tr("x{ratio:.1f} tokens/s", ratio=batch.tokens_per_s[-1] / batch.tokens_per_s[0])})
     return board

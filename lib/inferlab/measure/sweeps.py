@@ -20,6 +20,7 @@ import torch
 from ..engine import decode_step, prefill
 from ..errors import bad_value, check_number
 from ..fast import FastDecoder
+from ..i18n import tr
 from ..models import Model
 from ..progress import progress
 from ..timing import Summary, summarize, time_call
@@ -79,10 +80,12 @@ class Sweep:
         return tuple(n / s for n, s in zip(self.tokens, self.medians))
 
     def __repr__(self) -> str:
-        ms = [f"{s * 1e3:.2f}" for s in self.medians]
-        where = f", {self.model} on {self.device} {self.dtype}" if self.model else ""
-        return (f"Sweep({self.job}: {self.x_name} {list(self.xs)} -> median ms {ms}, "
-                f"{len(self.times[0]) if self.times else 0} repeats{where})")
+        facts = {"job": self.job, "x_name": self.x_name, "xs": list(self.xs),
+                 "ms": [f"{s * 1e3:.2f}" for s in self.medians], "repeats": len(self.times[0]) if self.times else 0}
+        if self.model:
+            return tr("Sweep({job}: {x_name} {xs} -> median ms {ms}, {repeats} repeats, {model} on {device} {dtype})",
+                      model=self.model, device=self.device, dtype=self.dtype, **facts)
+        return tr("Sweep({job}: {x_name} {xs} -> median ms {ms}, {repeats} repeats)", **facts)
 
     def to_dict(self) -> dict:
         """Plain-Python form (for JSON)."""
@@ -152,8 +155,8 @@ def prefill_sweep(model: Model, lengths: Sequence[int], *, repeats: int = 5, war
     lengths = check_sizes("lengths", lengths, 1, model.info.n_ctx)
     check_number("repeats", repeats, low=1, integer=True)
     times = [_times(prefill_call(model, sample_ids(model, t, batch)), model, repeats, warmup)
-             for t in progress(lengths, "prefill")]
-    return Sweep("prefill", "prompt length (tokens)", lengths, tuple(times), tuple(batch * t for t in lengths),
+             for t in progress(lengths, tr("prefill"))]
+    return Sweep("prefill", tr("prompt length (tokens)"), lengths, tuple(times), tuple(batch * t for t in lengths),
                  batch=batch, **meta(model))
 
 
@@ -167,10 +170,10 @@ def decode_sweep(model: Model, contexts: Sequence[int], *, repeats: int = 5, war
     check_number("repeats", repeats, low=1, integer=True)
     contexts = check_sizes("contexts", contexts, 1, model.info.n_ctx - warmup - repeats)
     times = [_times(decode_call(model, c, batch, warmup + repeats, path, **options), model, repeats, warmup)
-             for c in progress(contexts, "decode")]
-    return Sweep("decode", "context (tokens in the cache)", contexts, tuple(times), tuple(batch for _ in contexts),
+             for c in progress(contexts, tr("decode"))]
+    return Sweep("decode", tr("context (tokens in the cache)"), contexts, tuple(times), tuple(batch for _ in contexts),
                  batch=batch, context=contexts[0], **meta(model),
-                 note=f"each repeat adds one position (contexts C to C+{warmup + repeats - 1})")
+                 note=tr("each repeat adds one position (contexts C to C+{last})", last=warmup + repeats - 1))
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -193,7 +196,7 @@ def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repe
     high = model.info.n_ctx - (warmup + repeats if job == "decode" else 0)
     check_number("context", context, low=1, high=high, integer=True)
     done, times, note = [], [], ""
-    for b in progress(batches, "batch"):
+    for b in progress(batches, tr("batch")):
         try:
             fn = (decode_call(model, context, b, warmup + repeats, path, **options) if job == "decode" else
                   prefill_call(model, sample_ids(model, context, b), path, **options))
@@ -203,13 +206,13 @@ def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repe
                 raise
             if model.device.type == "cuda":
                 torch.cuda.empty_cache()
-            note = f"stopped at batch {b}: out of memory"
+            note = tr("stopped at batch {batch}: out of memory", batch=b)
             break
         done.append(b)
     if not done:
         raise RuntimeError(f"batch_sweep: even batch {batches[0]} ran out of memory. Fix: use a smaller context.")
     tokens = tuple(done) if job == "decode" else tuple(b * context for b in done)
-    return Sweep(f"{job}-batch", "batch size (sequences)", tuple(done), tuple(times), tokens, batch=1,
+    return Sweep(f"{job}-batch", tr("batch size (sequences)"), tuple(done), tuple(times), tokens, batch=1,
                  context=context, **meta(model), note=note)
 
 

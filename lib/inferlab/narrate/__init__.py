@@ -6,9 +6,19 @@ the numbers support the lesson, "on this machine decode did NOT come near its fl
 they do not. No function measures, loads a model or draws; notebooks show the result with
 ``Markdown(narrate.n04.decode_floor(...))`` in a cell whose source is collapsed (``jupyter.source_hidden``),
 so a learner reads prose, not templates, and translators find every sentence here.
+
+Every sentence goes through ``inferlab.i18n.tr`` as a whole (its numbers are fields), so the narration comes
+out in the reader's language (``il.set_language("zh")``); the Chinese is in ``locale/zh_narrate.json``.
 """
 
 import importlib
+
+from ..i18n import by_language
+
+
+def join(items) -> str:
+    """A list in running text: "a, b, c" in English, "a、b、c" in Chinese."""
+    return by_language(en=", ", zh="、").join(items)
 
 
 def __getattr__(name: str):

@@ -6,6 +6,9 @@
 
 from __future__ import annotations
 
+from ..i18n import tr
+from . import join
+
 
 def _num(x: float) -> str:
     """Two decimals, never "-0.00" (a tiny negative is shown as 0.00)."""
@@ -14,14 +17,15 @@ def _num(x: float) -> str:
 
 def shared_rows(n_shared: int, vocab: int, pair_median: float) -> str:
     """How many rows are one shared untrained copy, and what random pairs of the other rows look like."""
-    text = (f"**{n_shared:,}** of the {vocab:,} rows are exact copies of one shared vector "
-            f"({n_shared / vocab:.0%}): tokens the model never learned a vector for. Searches below leave them out. "
-            if n_shared else "No row is a shared copy: every token has a vector of its own. ")
-    text += f"Two random tokens with learned rows have median cosine **{pair_median:.2f}**. "
+    text = (tr("**{n:,}** of the {vocab:,} rows are exact copies of one shared vector ({share:.0%}): tokens the model "
+               "never learned a vector for. Searches below leave them out. ", n=n_shared, vocab=vocab,
+               share=n_shared / vocab)
+            if n_shared else tr("No row is a shared copy: every token has a vector of its own. "))
+    text += tr("Two random tokens with learned rows have median cosine **{median:.2f}**. ", median=pair_median)
     if pair_median > 0.3:
-        return text + ("That is high: most learned rows lean the same way, so a cosine must be judged against "
-                       "what random pairs score, not against zero.")
-    return text + "Near zero: rows point in all directions, so a clearly positive cosine stands out."
+        return text + tr("That is high: most learned rows lean the same way, so a cosine must be judged against what "
+                         "random pairs score, not against zero.")
+    return text + tr("Near zero: rows point in all directions, so a clearly positive cosine stands out.")
 
 
 def neighbours(query: str, cosines: list[float], tokens: list[str], chance: list[float], pair_median: float,
@@ -31,63 +35,77 @@ def neighbours(query: str, cosines: list[float], tokens: list[str], chance: list
     """
     above = [t for t, c in zip(tokens, cosines) if c > pair_top]
     over_median = [t for t, c in zip(tokens, cosines) if c > pair_median]
-    text = (f"The best neighbour of {query!r} scores {cosines[0]:.2f}. Random pairs of learned tokens have median "
-            f"cosine {_num(pair_median)}, and 1% of them score above {_num(pair_top)}. ")
+    text = tr("The best neighbour of {query!r} scores {best:.2f}. Random pairs of learned tokens have median cosine "
+              "{median}, and 1% of them score above {top}. ", query=query, best=cosines[0],
+              median=_num(pair_median), top=_num(pair_top))
     if above:
-        text += f"{len(above)} of the {len(tokens)} neighbours are above that 1%: {above}. "
+        text += tr("{n} of the {total} neighbours are above that 1%: {above}. ", n=len(above), total=len(tokens),
+                   above=above)
+    elif len(over_median) == 1:
+        text += tr("None is in that top 1%; {n} of {total} scores above the median of random pairs ({over}), the "
+                   "rest below it. ", n=len(over_median), total=len(tokens), over=over_median)
     elif over_median:
-        verb = "scores" if len(over_median) == 1 else "score"
-        text += (f"None is in that top 1%; {len(over_median)} of {len(tokens)} {verb} above the median of random "
-                 f"pairs ({over_median}), the rest below it. ")
+        text += tr("None is in that top 1%; {n} of {total} score above the median of random pairs ({over}), the "
+                   "rest below it. ", n=len(over_median), total=len(tokens), over=over_median)
     else:
-        text += ("**None of the neighbours scores even as high as a typical random pair**: by raw cosine, nothing "
-                 "in this list is closer to it than two tokens picked at random. ")
+        text += tr("**None of the neighbours scores even as high as a typical random pair**: by raw cosine, nothing "
+                   "in this list is closer to it than two tokens picked at random. ")
     beat = [t for t, c, r in zip(tokens, cosines, chance) if c - r > margin]
-    text += (f"Against a random table with no structure (the black ticks), {len(beat)} of {len(tokens)} beat the "
-             f"score at their rank by more than {margin}. " if beat else
-             "Nor does any neighbour clearly beat a random table with no structure (the black ticks). ")
+    text += (tr("Against a random table with no structure (the black ticks), {n} of {total} beat the score at their "
+                "rank by more than {margin}. ", n=len(beat), total=len(tokens), margin=margin) if beat else
+             tr("Nor does any neighbour clearly beat a random table with no structure (the black ticks). "))
     if own_median < pair_median - 0.2:
-        text += (f"Both facts hold because most learned rows lean the same way while the row of {query!r} does not "
-                 f"(its median cosine with a random token is {_num(own_median)}): the list ranks the rows least far "
-                 "from it. Whether they share its meaning is for you to read, not something these cosines prove.")
+        text += tr("Both facts hold because most learned rows lean the same way while the row of {query!r} does not "
+                   "(its median cosine with a random token is {own}): the list ranks the rows least far from it. "
+                   "Whether they share its meaning is for you to read, not something these cosines prove.",
+                   query=query, own=_num(own_median))
     return text
 
 
 def row_strips(n_rows: int, d_model: int, norm_min: float, norm_max: float, largest: float) -> str:
     """What the strips of ``wte[ids]`` show: row lengths and the largest single value."""
-    text = (f"The strips show {n_rows} rows of {d_model} numbers each. Their lengths (Euclidean norms) range from "
-            f"{norm_min:.2f} to {norm_max:.2f}; the largest single value is {largest:.3f}. ")
+    text = tr("The strips show {n_rows} rows of {d_model} numbers each. Their lengths (Euclidean norms) range from "
+              "{lo:.2f} to {hi:.2f}; the largest single value is {largest:.3f}. ", n_rows=n_rows, d_model=d_model,
+              lo=norm_min, hi=norm_max, largest=largest)
     if norm_max > 2 * norm_min:
-        return text + ("Some rows are more than twice as long as others: the table does not give every token "
-                       "a vector of the same size.")
-    return text + "The rows have similar lengths: what tells tokens apart is the direction of the row, not its size."
+        return text + tr("Some rows are more than twice as long as others: the table does not give every token a "
+                         "vector of the same size.")
+    return text + tr("The rows have similar lengths: what tells tokens apart is the direction of the row, not its "
+                     "size.")
 
 
 def position_smoothness(near: float, far: float, rand_near: float, rand_far: float, gap: int) -> str:
     """Whether neighbouring positions look alike, against a random table of the same shape."""
-    text = (f"Neighbouring positions (p, p+1) have mean cosine **{_num(near)}**; positions more than {gap} apart "
-            f"**{_num(far)}**. A random table of the same shape gives {_num(rand_near)} and {_num(rand_far)}. ")
+    text = tr("Neighbouring positions (p, p+1) have mean cosine **{near}**; positions more than {gap} apart "
+              "**{far}**. A random table of the same shape gives {rand_near} and {rand_far}. ", near=_num(near),
+              gap=gap, far=_num(far), rand_near=_num(rand_near), rand_far=_num(rand_far))
     if near > rand_near + 0.2 and near > far + 0.2:
-        return text + "So this model's positions **do** have smooth structure: nearby positions look alike."
-    return text + ("So this model's position table shows **little smooth structure**: nearby positions are barely "
-                   "more alike than distant ones. Its training was too short to shape it the way real GPT-2's is.")
+        return text + tr("So this model's positions **do** have smooth structure: nearby positions look alike.")
+    return text + tr("So this model's position table shows **little smooth structure**: nearby positions are barely "
+                     "more alike than distant ones. Its training was too short to shape it the way real GPT-2's is.")
 
 
 def token_vs_position(tok_norm: float, pos_norm: float) -> str:
     """Which part of the first residual vector is larger on average: the token part or the position part."""
-    text = f"On average the token part has length {tok_norm:.2f} and the position part {pos_norm:.2f}: "
     if tok_norm > pos_norm:
-        return text + "the token part is larger, and the sum carries both."
-    return text + ("the position part is as large or larger, so *where* a token sits weighs as much as *which* "
-                   "token it is in what block 0 receives.")
+        return tr("On average the token part has length {tok:.2f} and the position part {pos:.2f}: the token part is "
+                  "larger, and the sum carries both.", tok=tok_norm, pos=pos_norm)
+    return tr("On average the token part has length {tok:.2f} and the position part {pos:.2f}: the position part is "
+              "as large or larger, so *where* a token sits weighs as much as *which* token it is in what block 0 "
+              "receives.", tok=tok_norm, pos=pos_norm)
 
 
 def cohesion(groups: dict[str, tuple[float, float]], kept: float, margin: float = 0.2) -> str:
-    """A table of group cohesion against background, then which groups are clearly together."""
-    rows = ["| group | within the group | background | difference |", "|---|---|---|---|"]
+    """A table of group cohesion against background, then which groups are clearly together.
+
+    Group names are shown as given (the notebook chooses them, in the reader's language).
+    """
+    rows = [tr("| group | within the group | background | difference |"), "|---|---|---|---|"]
     rows += [f"| {g} | {a:.2f} | {b:.2f} | {a - b:+.2f} |" for g, (a, b) in groups.items()]
     together = [g for g, (a, b) in groups.items() if round(a - b, 2) > margin]
-    verdict = (f"Groups clearly above their background (difference above {margin}): **{', '.join(together)}**."
-               if together else f"No group is clearly above its background (no difference above {margin}).")
-    return ("\n".join(rows) + "\n\n" + verdict + f" The 2-D picture keeps {kept:.0%} of these words' variance, so a "
-            "cluster missing from this table can appear in the picture by accident, and a real one can hide.")
+    verdict = (tr("Groups clearly above their background (difference above {margin}): **{groups}**.", margin=margin,
+                  groups=join(together)) if together else
+               tr("No group is clearly above its background (no difference above {margin}).", margin=margin))
+    return ("\n".join(rows) + "\n\n" + verdict + tr(" The 2-D picture keeps {kept:.0%} of these words' variance, so a "
+                                                    "cluster missing from this table can appear in the picture by "
+                                                    "accident, and a real one can hide.", kept=kept))

@@ -13,12 +13,16 @@ choose how figures are shown:
 
 Submodules by topic: ``viz.tokens``, ``viz.embeddings``, ``viz.attention``, ``viz.roofline``,
 ``viz.kvcache``, ``viz.sampling``, ``viz.latency``, ``viz.speed``.
+
+Every word a figure shows goes through ``i18n.tr`` when the figure is built, so a figure speaks the language
+chosen at that moment (``il.set_language("zh")``); the font list falls back to a CJK font for Chinese.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import unicodedata
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -27,6 +31,9 @@ TEMPLATE = "plotly_white"
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6",
            "#9D755D", "#BAB0AC")
 RENDERER_ENV = "INFERLAB_PLOTLY_RENDERER"
+# plotly.js's own default (the English look stays), then CJK fonts for Chinese text (Linux, macOS, Windows).
+FONT = ('"Open Sans", verdana, arial, "Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Micro Hei", "PingFang SC", '
+        '"Microsoft YaHei", sans-serif')
 
 
 def setup_notebook() -> str:
@@ -52,8 +59,12 @@ def setup_notebook() -> str:
 
 def base_layout(fig: go.Figure, title: str, x: str | None = None, y: str | None = None,
                 height: int | None = None) -> go.Figure:
-    """Common styling: the course's template, a title, axis titles (with units/shapes), and a compact margin."""
-    fig.update_layout(template=TEMPLATE, title=title, margin={"l": 60, "r": 20, "t": 60, "b": 50})
+    """Common styling: the course's template and font, a title, axis titles (with units/shapes), a compact margin.
+
+    The caller passes text already in the reader's language (``tr("...")``).
+    """
+    fig.update_layout(template=TEMPLATE, title=title, font={"family": FONT},
+                      margin={"l": 60, "r": 20, "t": 60, "b": 50})
     if x is not None:
         fig.update_xaxes(title_text=x)
     if y is not None:
@@ -64,7 +75,7 @@ def base_layout(fig: go.Figure, title: str, x: str | None = None, y: str | None 
 
 
 def require(condition: bool, message: str) -> None:
-    """Check a figure's input early and say how to fix it."""
+    """Check a figure's input early and say how to fix it (``message`` already translated with ``tr``)."""
     if not condition:
         raise ValueError(message)
 
@@ -72,3 +83,21 @@ def require(condition: bool, message: str) -> None:
 def show_token(piece: str) -> str:
     """A token's text made visible: spaces as '·', newlines as '⏎', tabs as '→'."""
     return piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "→").replace("\r", "␍")
+
+
+def text_width(text: str) -> int:
+    """Columns ``text`` takes on screen: 2 for a wide (CJK) character, 1 for others (``len`` counts both as 1)."""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def clip(text: str, width: int) -> str:
+    """``text`` cut to at most ``width`` columns (see ``text_width``), ending in "…" when something was cut."""
+    if text_width(text) <= width:
+        return text
+    out, used = "", 1  # the "…" takes one column
+    for ch in text:
+        used += text_width(ch)
+        if used > width:
+            break
+        out += ch
+    return out + "…"

@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 
 from ..attention import LayerByHand, Patterns
 from ..heads import HeadScores, LogitLens
+from ..i18n import tr
 from ..measure.kernels import KernelComparison
 from ..trace import Trace
 from . import PALETTE, base_layout, require, show_token
@@ -47,22 +48,30 @@ def _z(matrix: torch.Tensor, q_start: int | None = None) -> list[list[float | No
     return [[None if math.isnan(v) else round(v, 4) for v in row] for row in m.tolist()]
 
 
-HOVER = "query %{y} -> key %{x}: %{z:.3f}<extra></extra>"
+def _hover() -> str:
+    """Hover text of one attention cell (built when a figure is, so it is in the reader's language)."""
+    return tr("query %{y} -> key %{x}: %{z:.3f}") + "<extra></extra>"
+
+
+def _check_patterns(patterns) -> None:
+    require(isinstance(patterns, Patterns), tr(
+        "patterns must be attention.Patterns, got {kind}. "
+        "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).", kind=type(patterns).__name__))
 
 
 def _check_head(patterns: Patterns, layer: int, head: int) -> None:
-    require(isinstance(patterns, Patterns), f"patterns must be attention.Patterns, got {type(patterns).__name__}. "
-            "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).")
+    _check_patterns(patterns)
     L, H = patterns.shape[:2]
-    require(isinstance(layer, int) and 0 <= layer < L, f"layer={layer!r} is out of range: the patterns have {L} "
-            f"layers. Fix: pick 0..{L - 1}.")
-    require(isinstance(head, int) and 0 <= head < H, f"head={head!r} is out of range: each layer has {H} heads. "
-            f"Fix: pick 0..{H - 1}.")
+    require(isinstance(layer, int) and 0 <= layer < L, tr(
+        "layer={layer!r} is out of range: the patterns have {n} layers. Fix: pick 0..{last}.",
+        layer=layer, n=L, last=L - 1))
+    require(isinstance(head, int) and 0 <= head < H, tr(
+        "head={head!r} is out of range: each layer has {n} heads. Fix: pick 0..{last}.", head=head, n=H, last=H - 1))
 
 
 def _heatmap(matrix: torch.Tensor, keys: list[str], queries: list[str], q_start: int = 0, **kw) -> go.Heatmap:
     """One pattern ``[query_pos, key_pos]``; the masked future is left blank."""
-    return go.Heatmap(z=_z(matrix, q_start), x=keys, y=queries, hovertemplate=HOVER, colorscale=SCALE,
+    return go.Heatmap(z=_z(matrix, q_start), x=keys, y=queries, hovertemplate=_hover(), colorscale=SCALE,
                       zmin=0, zmax=1, **kw)
 
 
@@ -71,35 +80,40 @@ def pattern_figure(patterns: Patterns, layer: int, head: int, *, title: str | No
     _check_head(patterns, layer, head)
     T = patterns.shape[2]
     labels = _labels(patterns.pieces, patterns.ids)
-    fig = go.Figure(_heatmap(patterns.attention[layer, head], labels, labels, colorbar={"title": "weight"}))
+    fig = go.Figure(_heatmap(patterns.attention[layer, head], labels, labels, colorbar={"title": tr("weight")}))
     fig.update_xaxes(**_ticks(labels), tickangle=-60)
     fig.update_yaxes(**_ticks(labels), autorange="reversed")
-    return base_layout(fig, title or f"Layer {layer}, head {head}: who each token looks at ({T} x {T})",
-                       "key position (the token looked at)", "query position (the token looking)",
+    return base_layout(fig, title or tr("Layer {layer}, head {head}: who each token looks at ({n} x {n})",
+                                        layer=layer, head=head, n=T),
+                       tr("key position (the token looked at)"), tr("query position (the token looking)"),
                        height=max(380, 18 * min(T, 40) + 160))
 
 
 def pattern_explorer(patterns: Patterns, *, max_cells: int = 200_000) -> go.Figure:
     """Every head's heatmap in one figure with a slider (works in a static HTML export, no kernel)."""
-    require(isinstance(patterns, Patterns), "patterns must be attention.Patterns. Fix: Patterns.from_trace(trace).")
+    _check_patterns(patterns)
     L, H, T, _ = patterns.shape
     cells = L * H * T * T
-    require(cells <= max_cells, f"{L * H} heads x {T}x{T} = {cells:,} cells is more than "
-            f"max_cells={max_cells:,} for one figure. Fix: use a shorter prompt, attention_grid (which "
-            "downsamples), or the widget (one head at a time).")
+    require(cells <= max_cells, tr(
+        "{heads} heads x {n}x{n} = {cells:,} cells is more than max_cells={max_cells:,} for one figure. "
+        "Fix: use a shorter prompt, attention_grid (which downsamples), or the widget (one head at a time).",
+        heads=L * H, n=T, cells=cells, max_cells=max_cells))
     labels = _labels(patterns.pieces, patterns.ids)
     fig = go.Figure([_heatmap(patterns.attention[i // H, i % H], labels, labels, visible=i == 0,
-                              colorbar={"title": "weight"}) for i in range(L * H)])
+                              colorbar={"title": tr("weight")}) for i in range(L * H)])
+
+    def title(i: int) -> str:
+        return tr("Layer {layer}, head {head} (move the slider: layer x head)", layer=i // H, head=i % H)
+
     steps = [{"label": f"L{i // H} H{i % H}", "method": "update",
-              "args": [{"visible": [j == i for j in range(L * H)]},
-                       {"title": f"Layer {i // H}, head {i % H} (move the slider: layer x head)"}]}
+              "args": [{"visible": [j == i for j in range(L * H)]}, {"title": title(i)}]}
              for i in range(L * H)]
-    fig.update_layout(sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": "showing "},
+    fig.update_layout(sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": tr("showing ")},
                                 "pad": {"t": 90}}])
     fig.update_xaxes(**_ticks(labels), tickangle=-60)
     fig.update_yaxes(**_ticks(labels), autorange="reversed")
-    return base_layout(fig, "Layer 0, head 0 (move the slider: layer x head)", "key position",
-                       "query position", height=max(480, 18 * min(T, 40) + 280))
+    return base_layout(fig, title(0), tr("key position"), tr("query position"),
+                       height=max(480, 18 * min(T, 40) + 280))
 
 
 def downsample(attention: torch.Tensor, max_tokens: int) -> tuple[torch.Tensor, int]:
@@ -127,91 +141,106 @@ def attention_grid(patterns: Patterns, *, max_tokens: int = 32, layers: Sequence
 
     Long prompts are pooled to at most ``max_tokens`` cells a side (the title says so) to stay responsive.
     """
-    require(isinstance(patterns, Patterns), "patterns must be attention.Patterns. Fix: Patterns.from_trace(trace).")
+    _check_patterns(patterns)
     L, H, T, _ = patterns.shape
     layers = list(range(L)) if layers is None else list(layers)
-    require(bool(layers) and all(isinstance(i, int) and 0 <= i < L for i in layers),
-            f"layers={layers!r}: expected layer numbers 0..{L - 1}. Fix: e.g. layers=[0, {L - 1}].")
-    require(len(layers) * H <= max_panels, f"{len(layers)} layers x {H} heads = {len(layers) * H} panels is more "
-            f"than max_panels={max_panels}. Fix: pass layers=[...] with at most {max_panels // H} layers.")
+    require(bool(layers) and all(isinstance(i, int) and 0 <= i < L for i in layers), tr(
+        "layers={layers!r}: expected layer numbers 0..{last}. Fix: e.g. layers=[0, {last}].",
+        layers=layers, last=L - 1))
+    require(len(layers) * H <= max_panels, tr(
+        "{layers} layers x {heads} heads = {panels} panels is more than max_panels={max_panels}. "
+        "Fix: pass layers=[...] with at most {fit} layers.",
+        layers=len(layers), heads=H, panels=len(layers) * H, max_panels=max_panels, fit=max_panels // H))
     pooled, b = downsample(patterns.attention[layers], max_tokens)
     fig = make_subplots(rows=len(layers), cols=H, shared_xaxes=True, shared_yaxes=True,
                         horizontal_spacing=0.01, vertical_spacing=0.02,
-                        column_titles=[f"head {h}" for h in range(H)], row_titles=[f"layer {i}" for i in layers])
-    unit = "position" if b == 1 else f"block of {b} positions"
+                        column_titles=[tr("head {head}", head=h) for h in range(H)],
+                        row_titles=[tr("layer {layer}", layer=i) for i in layers])
     for r, layer in enumerate(layers):
         for h in range(H):
+            hover = (tr("layer {layer}, head {head}<br>query position %{{y}} -> key position %{{x}}: %{{z:.3f}}",
+                        layer=layer, head=h) if b == 1 else
+                     tr("layer {layer}, head {head}<br>query block of {b} positions %{{y}} -> "
+                        "key block of {b} positions %{{x}}: %{{z:.3f}}", layer=layer, head=h, b=b))
             fig.add_trace(go.Heatmap(z=_z(pooled[r, h]), colorscale=SCALE, zmin=0, zmax=1,
-                                     showscale=(r == 0 and h == 0), colorbar={"title": "weight"},
-                                     hovertemplate=f"layer {layer}, head {h}<br>query {unit} %{{y}} -> "
-                                                   f"key {unit} %{{x}}: %{{z:.3f}}<extra></extra>"),
+                                     showscale=(r == 0 and h == 0), colorbar={"title": tr("weight")},
+                                     hovertemplate=hover + "<extra></extra>"),
                           row=r + 1, col=h + 1)
     fig.update_yaxes(autorange="reversed", showticklabels=False)
     fig.update_xaxes(showticklabels=False)
-    note = "" if b == 1 else (f"<br><sub>{T} tokens pooled to {pooled.shape[-1]} x {pooled.shape[-1]} "
-                              f"(keys summed, queries averaged over blocks of {b})</sub>")
-    return base_layout(fig, f"Every head at once: {len(layers)} layers x {H} heads{note}",
-                       height=max(300, 130 * len(layers) + 80))
+    note = "" if b == 1 else ("<br><sub>" + tr(
+        "{tokens} tokens pooled to {n} x {n} (keys summed, queries averaged over blocks of {b})",
+        tokens=T, n=pooled.shape[-1], b=b) + "</sub>")
+    return base_layout(fig, tr("Every head at once: {layers} layers x {heads} heads", layers=len(layers), heads=H)
+                       + note, height=max(300, 130 * len(layers) + 80))
 
 
 def query_row(patterns: Patterns, layer: int, head: int, query: int) -> go.Figure:
     """Where one query token puts its weight: bars over key positions 0..query (they sum to 1)."""
     _check_head(patterns, layer, head)
     T = patterns.shape[2]
-    require(isinstance(query, int) and 0 <= query < T, f"query={query!r}: expected a position 0..{T - 1}. "
-            "Fix: pick a token of the prompt.")
+    require(isinstance(query, int) and 0 <= query < T, tr(
+        "query={query!r}: expected a position 0..{last}. Fix: pick a token of the prompt.", query=query, last=T - 1))
     row = [round(w, 4) for w in patterns.attention[layer, head, query, : query + 1].tolist()]
     labels = _labels(patterns.pieces[: query + 1], patterns.ids[: query + 1])
     fig = go.Figure(go.Bar(x=labels, y=row, marker_color=PALETTE[0],
-                           hovertemplate=f"query {labels[query]} -> key %{{x}}: %{{y:.3f}}<extra></extra>"))
+                           hovertemplate=tr("query {label} -> key %{{x}}: %{{y:.3f}}", label=labels[query])
+                           + "<extra></extra>"))
     fig.update_xaxes(**_ticks(labels), tickangle=-60)
-    return base_layout(fig, f"Layer {layer}, head {head}: query {show_token(patterns.pieces[query])!r} "
-                       f"(pos {query}) over its {query + 1} allowed keys", "key position",
-                       "attention weight (row sums to 1)", height=360)
+    return base_layout(fig, tr("Layer {layer}, head {head}: query {piece!r} (pos {pos}) over its {n} allowed keys",
+                               layer=layer, head=head, piece=show_token(patterns.pieces[query]), pos=query,
+                               n=query + 1),
+                       tr("key position"), tr("attention weight (row sums to 1)"), height=360)
 
 
 def by_hand_figure(hand: LayerByHand, head: int, pieces: Sequence[str]) -> go.Figure:
     """Three steps of one head side by side: raw scores QK^T/sqrt(d), after the causal mask, after softmax."""
-    require(isinstance(hand, LayerByHand), "hand must come from attention.layer_by_hand(m, x_in, layer).")
+    require(isinstance(hand, LayerByHand), tr("hand must come from attention.layer_by_hand(m, x_in, layer)."))
     H, T, _ = hand.scores.shape
-    require(isinstance(head, int) and 0 <= head < H, f"head={head!r}: expected 0..{H - 1}. Fix: pick one of those.")
-    require(len(pieces) == T, f"pieces has {len(pieces)} entries for {T} positions. Fix: pass patterns.pieces.")
+    require(isinstance(head, int) and 0 <= head < H,
+            tr("head={head!r}: expected 0..{last}. Fix: pick one of those.", head=head, last=H - 1))
+    require(len(pieces) == T, tr("pieces has {n} entries for {positions} positions. Fix: pass patterns.pieces.",
+                                 n=len(pieces), positions=T))
     masked = hand.masked[head].masked_fill(~hand.mask, float("nan"))
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.06, subplot_titles=[
-        "scores = q k^T / sqrt(head_dim)", "causal mask: future set to -inf (blank)", "softmax: rows sum to 1"])
+        tr("scores = q k^T / sqrt(head_dim)"), tr("causal mask: future set to -inf (blank)"),
+        tr("softmax: rows sum to 1")])
     a = float(hand.scores[head].abs().max())  # one symmetric scale for raw and masked scores, white at 0
     panels = [(hand.scores[head], "RdBu_r", -a, a), (masked, "RdBu_r", -a, a), (hand.probs[head], SCALE, 0, 1)]
     labels = _labels(pieces)
     for c, (z, scale, lo, hi) in enumerate(panels):
         fig.add_trace(go.Heatmap(z=_z(z), x=labels, y=labels, colorscale=scale, zmin=lo, zmax=hi, showscale=False,
-                                 hovertemplate=HOVER), row=1, col=c + 1)
+                                 hovertemplate=_hover()), row=1, col=c + 1)
     fig.update_xaxes(**_ticks(labels, max_ticks=12), tickangle=-60)
     fig.update_yaxes(autorange="reversed", **_ticks(labels, max_ticks=25))
     fig.update_yaxes(showticklabels=False, col=2)  # the rows are the same queries: label them once, on the left
     fig.update_yaxes(showticklabels=False, col=3)
-    fig.update_xaxes(title_text="key position")
-    fig.update_yaxes(title_text="query position", col=1)
-    return base_layout(fig, f"Layer {hand.layer}, head {head}: from scores to probabilities ({T} x {T})",
+    fig.update_xaxes(title_text=tr("key position"))
+    fig.update_yaxes(title_text=tr("query position"), col=1)
+    return base_layout(fig, tr("Layer {layer}, head {head}: from scores to probabilities ({n} x {n})",
+                               layer=hand.layer, head=head, n=T),
                        height=max(420, 14 * min(T, 40) + 200))
 
 
 def head_scores_figure(scores: HeadScores) -> go.Figure:
     """Three ``[layers, heads]`` heatmaps: previous-token, first-token and induction scores."""
-    require(isinstance(scores, HeadScores), "scores must come from heads.head_scores(m, patterns).")
-    names = {"previous": "previous token", "first": "first token", "induction": "induction (on BOS + R + R)"}
+    require(isinstance(scores, HeadScores), tr("scores must come from heads.head_scores(m, patterns)."))
+    names = {"previous": tr("previous token"), "first": tr("first token"),
+             "induction": tr("induction (on BOS + R + R)")}
     fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=[
-        f"{names[k]}<br>(even spread scores {scores.baseline[k]:.2f})" for k in names])
+        tr("{name}<br>(even spread scores {score:.2f})", name=names[k], score=scores.baseline[k]) for k in names])
     for c, k in enumerate(names):
         z = getattr(scores, k)
         fig.add_trace(go.Heatmap(z=z.tolist(), zmin=0, zmax=1, colorscale=SCALE, showscale=c == 2,
                                  text=[[f"{v:.2f}" for v in r] for r in z.tolist()], texttemplate="%{text}",
-                                 colorbar={"title": "score"},
-                                 hovertemplate=f"{names[k]}: layer %{{y}}, head %{{x}}: %{{z:.3f}}<extra></extra>"),
+                                 colorbar={"title": tr("score")},
+                                 hovertemplate=tr("{name}: layer %{{y}}, head %{{x}}: %{{z:.3f}}", name=names[k])
+                                 + "<extra></extra>"),
                       row=1, col=c + 1)
-        fig.update_xaxes(title_text="head", dtick=1, row=1, col=c + 1)
+        fig.update_xaxes(title_text=tr("head"), dtick=1, row=1, col=c + 1)
     fig.update_yaxes(autorange="reversed", dtick=1)
-    fig.update_yaxes(title_text="layer", col=1)
-    fig = base_layout(fig, "Kinds of heads, by measurement (score = mean weight on the target key)",
+    fig.update_yaxes(title_text=tr("layer"), col=1)
+    fig = base_layout(fig, tr("Kinds of heads, by measurement (score = mean weight on the target key)"),
                       height=max(340, 40 * scores.previous.shape[0] + 220))
     return fig.update_layout(margin={"t": 110})
 
@@ -219,27 +248,37 @@ def head_scores_figure(scores: HeadScores) -> go.Figure:
 def entropy_figure(entropy: torch.Tensor, uniform_bits: float) -> go.Figure:
     """Attention entropy ``[layers, heads]`` (bits): one dot per head, the layer mean, and even spread."""
     require(isinstance(entropy, torch.Tensor) and entropy.dim() == 2,
-            "entropy must be a [layers, heads] tensor. Fix: heads.attention_entropy(patterns.attention).")
+            tr("entropy must be a [layers, heads] tensor. Fix: heads.attention_entropy(patterns.attention)."))
     L, H = entropy.shape
     fig = go.Figure()
     for h in range(H):
-        fig.add_trace(go.Scatter(x=list(range(L)), y=entropy[:, h].tolist(), mode="markers", name=f"head {h}",
-                                 marker={"color": PALETTE[h % len(PALETTE)], "size": 8},
-                                 hovertemplate=f"layer %{{x}}, head {h}: %{{y:.3f}} bits<extra></extra>"))
-    fig.add_trace(go.Scatter(x=list(range(L)), y=entropy.mean(1).tolist(), mode="lines", name="layer mean",
+        fig.add_trace(go.Scatter(x=list(range(L)), y=entropy[:, h].tolist(), mode="markers",
+                                 name=tr("head {head}", head=h), marker={"color": PALETTE[h % len(PALETTE)], "size": 8},
+                                 hovertemplate=tr("layer %{{x}}, head {head}: %{{y:.3f}} bits", head=h)
+                                 + "<extra></extra>"))
+    fig.add_trace(go.Scatter(x=list(range(L)), y=entropy.mean(1).tolist(), mode="lines", name=tr("layer mean"),
                              line={"color": "black"}))
-    fig.add_hline(y=uniform_bits, line_dash="dash", annotation_text="evenly spread")
-    fig.add_hline(y=0, line_dash="dot", annotation_text="one key only")
+    fig.add_hline(y=uniform_bits, line_dash="dash", annotation_text=tr("evenly spread"))
+    fig.add_hline(y=0, line_dash="dot", annotation_text=tr("one key only"))
     fig.update_xaxes(dtick=1)
-    return base_layout(fig, "Attention entropy by layer (low: focused, high: spread out)", "layer",
-                       "entropy of a query row (bits), mean over queries", height=380)
+    return base_layout(fig, tr("Attention entropy by layer (low: focused, high: spread out)"), tr("layer"),
+                       tr("entropy of a query row (bits), mean over queries"), height=380)
+
+
+def _stage_name(name: str) -> str:
+    """A logit-lens stage in the reader's language: ``heads.logit_lens`` names them "embeddings", "block 0", ..."""
+    if name == "embeddings":
+        return tr("embeddings")
+    number = name.removeprefix("block ")
+    return tr("block {i}", i=number) if number != name and number.isdigit() else name
 
 
 def logit_lens_figure(lens: LogitLens) -> go.Figure:
     """Top-1 prediction after each layer (rows) at each position (columns); colour = its probability."""
-    require(isinstance(lens, LogitLens), "lens must come from heads.logit_lens(m, residual, ids).")
+    require(isinstance(lens, LogitLens), tr("lens must come from heads.logit_lens(m, residual, ids)."))
     n, T, _ = lens.top_ids.shape
     pieces = lens.pieces or [str(i) for i in range(T)]
+    stages = [_stage_name(name) for name in lens.layer_names]
     text = [[show_token(lens.top_pieces[s][t][0]) for t in range(T)] for s in range(n)]
     hover = []
     for s in range(n):
@@ -247,29 +286,30 @@ def logit_lens_figure(lens: LogitLens) -> go.Figure:
         for t in range(T):
             lines = [f"{show_token(p)!r} (id {int(i)}): {float(q):.3g}"
                      for p, i, q in zip(lens.top_pieces[s][t], lens.top_ids[s, t], lens.top_probs[s, t])]
-            nxt = (f"<br>p(real next {show_token(pieces[t + 1])!r}) = {float(lens.next_prob[s, t]):.3g}"
-                   if lens.pieces and t < T - 1 else "")
-            row.append(f"{lens.layer_names[s]}, after {show_token(pieces[t])!r} (pos {t}):<br>" + "<br>".join(lines)
-                       + nxt)
+            nxt = ("<br>" + tr("p(real next {token!r}) = {p:.3g}", token=show_token(pieces[t + 1]),
+                                p=float(lens.next_prob[s, t])) if lens.pieces and t < T - 1 else "")
+            row.append(tr("{stage}, after {token!r} (pos {pos}):", stage=stages[s], token=show_token(pieces[t]),
+                          pos=t) + "<br>" + "<br>".join(lines) + nxt)
         hover.append(row)
     labels = _labels(pieces)
-    fig = go.Figure(go.Heatmap(z=_z(lens.top_probs[..., 0]), x=labels, y=lens.layer_names,
+    fig = go.Figure(go.Heatmap(z=_z(lens.top_probs[..., 0]), x=labels, y=stages,
                                text=text, texttemplate="%{text}", textfont={"size": 9}, customdata=hover,
                                colorscale=SCALE,
-                               zmin=0, zmax=1, colorbar={"title": "top-1 prob"},
+                               zmin=0, zmax=1, colorbar={"title": tr("top-1 prob")},
                                hovertemplate="%{customdata}<extra></extra>"))
     fig.update_xaxes(**_ticks(labels), tickangle=-60)
     fig.update_yaxes(autorange="reversed")
-    return base_layout(fig, "Logit lens: the top next-token guess if the model stopped after each layer",
-                       "input position (predicting the token after it)", "residual stream after",
+    return base_layout(fig, tr("Logit lens: the top next-token guess if the model stopped after each layer"),
+                       tr("input position (predicting the token after it)"), tr("residual stream after"),
                        height=max(320, 45 * n + 200))
 
 
 def prefill_decode_figure(trace: Trace, layer: int, head: int) -> go.Figure:
     """The prefill's T x T pattern on top; below it, one row per decode step, stacked as they were made."""
-    require(isinstance(trace, Trace), "trace must be an inferlab.Trace from generate(..., record=('attention',)).")
-    require("attention" in trace.recorded, "attention was not recorded. Fix: generate(..., record=('attention',)).")
-    require(len(trace.steps) >= 2, "the trace has no decode step. Fix: generate with max_new_tokens >= 2.")
+    require(isinstance(trace, Trace), tr("trace must be an inferlab.Trace from generate(..., record=('attention',))."))
+    require("attention" in trace.recorded,
+            tr("attention was not recorded. Fix: generate(..., record=('attention',))."))
+    require(len(trace.steps) >= 2, tr("the trace has no decode step. Fix: generate with max_new_tokens >= 2."))
     pre = trace.attention(layer, head)
     rows = trace.decode_rows(layer, head)
     T, W = pre.shape[0], len(trace.all_ids) - 1  # W: every token fed to the model (the last is never fed)
@@ -279,25 +319,27 @@ def prefill_decode_figure(trace: Trace, layer: int, head: int) -> go.Figure:
     for i, r in enumerate(rows):
         dec[i, : len(r)] = r
     fig = make_subplots(rows=2, cols=1, shared_xaxes=True, vertical_spacing=0.08, row_heights=[T, len(rows) + 1],
-                        subplot_titles=[f"prefill: one forward pass, {T} query rows x {T} keys",
-                                        f"decode: one new query row per step ({len(rows)} steps, rows grow by one)"])
+                        subplot_titles=[
+                            tr("prefill: one forward pass, {n} query rows x {n} keys", n=T),
+                            tr("decode: one new query row per step ({steps} steps, rows grow by one)",
+                               steps=len(rows))])
     labels = _labels(pieces, ids)
-    steps = [f"step {i + 1}: {q}" for i, q in enumerate(labels[T:])]
+    steps = [tr("step {n}: {label}", n=i + 1, label=q) for i, q in enumerate(labels[T:])]
     fig.add_trace(_heatmap(torch.cat([pre, torch.full((T, W - T), float("nan"))], 1), labels, labels[:T],
-                           colorbar={"title": "weight"}), row=1, col=1)
+                           colorbar={"title": tr("weight")}), row=1, col=1)
     fig.add_trace(_heatmap(dec, labels, steps, q_start=T, showscale=False), row=2, col=1)
     fig.update_xaxes(**_ticks(labels), tickangle=-60, row=2, col=1)
     fig.update_yaxes(autorange="reversed")
     fig.update_yaxes(**_ticks(labels[:T]), row=1, col=1)
     fig.update_yaxes(**_ticks(steps), row=2, col=1)
-    fig.update_xaxes(title_text="key position (prompt, then generated tokens)", row=2, col=1)
-    return base_layout(fig, f"Layer {layer}, head {head}: prefill matrix and decode rows",
+    fig.update_xaxes(title_text=tr("key position (prompt, then generated tokens)"), row=2, col=1)
+    return base_layout(fig, tr("Layer {layer}, head {head}: prefill matrix and decode rows", layer=layer, head=head),
                        height=max(460, 16 * (T + len(rows)) + 240))
 
 
 def kernel_times_figure(times: KernelComparison) -> go.Figure:
     """Median time of one prefill per attention kernel, with min-max whiskers over repeats (first length)."""
-    require(isinstance(times, KernelComparison), "times must come from measure.attention_kernels(m, tokens).")
+    require(isinstance(times, KernelComparison), tr("times must come from measure.attention_kernels(m, tokens)."))
     names = times.kernels
     seconds = {n: times.sweeps[n].times[0] for n in names}
     med = [times.sweeps[n].medians[0] * 1e3 for n in names]
@@ -305,7 +347,8 @@ def kernel_times_figure(times: KernelComparison) -> go.Figure:
     hi = [max(seconds[n]) * 1e3 - m for m, n in zip(med, names)]
     fig = go.Figure(go.Bar(x=names, y=med, marker_color=[PALETTE[i] for i in range(len(names))],
                            error_y={"type": "data", "array": hi, "arrayminus": lo},
-                           hovertemplate="%{x}: median %{y:.2f} ms<extra></extra>"))
+                           hovertemplate=tr("%{x}: median %{y:.2f} ms") + "<extra></extra>"))
     n = len(next(iter(seconds.values())))
-    return base_layout(fig, f"One prefill pass over {times.lengths[0]} tokens (median of {n}, whiskers min-max)",
-                       "attention kernel", "milliseconds", height=360)
+    return base_layout(fig, tr("One prefill pass over {tokens} tokens (median of {n}, whiskers min-max)",
+                               tokens=times.lengths[0], n=n),
+                       tr("attention kernel"), tr("milliseconds"), height=360)

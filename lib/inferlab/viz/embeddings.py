@@ -15,6 +15,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..embeddings import FirstResidual, Neighbours, Projection
+from ..i18n import tr
 from ..tokens import visible
 from . import PALETTE, base_layout, require
 
@@ -22,11 +23,13 @@ _DIVERGING = "RdBu_r"
 
 
 def _matrix(x, name: str) -> torch.Tensor:
-    require(isinstance(x, torch.Tensor), f"{name} must be a torch tensor, got {type(x).__name__}")
+    require(isinstance(x, torch.Tensor), tr("{name} must be a torch tensor, got {kind}", name=name,
+                                            kind=type(x).__name__))
     x = x.detach().float().cpu()
     if x.dim() == 1:
         x = x.unsqueeze(0)
-    require(x.dim() == 2 and x.numel() > 0, f"{name} must be [d_model] or [rows, d_model], got {list(x.shape)}")
+    require(x.dim() == 2 and x.numel() > 0,
+            tr("{name} must be [d_model] or [rows, d_model], got {shape}", name=name, shape=list(x.shape)))
     return x
 
 
@@ -44,27 +47,43 @@ def _thin(x: torch.Tensor, max_rows: int, max_cols: int) -> tuple[np.ndarray, li
     return z, rows, cols
 
 
+def _hover_value(place: str) -> str:
+    """Hover of one cell of a ``[rows, d_model]`` heatmap; ``place`` names the rows ("token" or "position")."""
+    text = (tr("token %{y}<br>dimension %{x}<br>value %{z:.3f}") if place == "token"
+            else tr("position %{y}<br>dimension %{x}<br>value %{z:.3f}"))
+    return text + "<extra></extra>"
+
+
+def _shape_note(rows: int, cols: int, step: int, *, positions: bool) -> str:
+    """`` ([rows, cols])`` for a title, and which rows are shown when only every ``step``-th one is."""
+    shape = f"[{rows}, {cols}]"
+    if step <= 1:
+        return f" ({shape})"
+    return (tr(" ({shape}, every {k}th position shown)", shape=shape, k=step) if positions
+            else tr(" ({shape}, every {k}th shown)", shape=shape, k=step))
+
+
 def heat_strip(vectors: torch.Tensor, labels: Sequence[str] | None = None, *, title: str | None = None) -> go.Figure:
     """Rows of numbers as coloured strips: ``[d_model]`` (one token) or ``[tokens, d_model]`` (one row per token).
 
     Red is positive, blue negative, white zero; hover shows the token, the dimension and the value.
     """
     x = _matrix(vectors, "vectors")
-    labels = [visible(s) for s in labels] if labels is not None else [f"row {i}" for i in range(len(x))]
-    require(len(labels) == len(x), f"got {len(labels)} labels for {len(x)} rows: pass one label per row")
+    labels = [visible(s) for s in labels] if labels is not None else [tr("row {i}", i=i) for i in range(len(x))]
+    require(len(labels) == len(x), tr("got {n} labels for {rows} rows: pass one label per row",
+                                      n=len(labels), rows=len(x)))
     lim = float(x.abs().max()) or 1.0
     fig = go.Figure(go.Heatmap(
         z=_z(x), y=[f"{i}: {s}" for i, s in enumerate(labels)], colorscale=_DIVERGING,
-        zmin=-lim, zmax=lim, colorbar={"title": "value"},
-        hovertemplate="token %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>"))
+        zmin=-lim, zmax=lim, colorbar={"title": tr("value")}, hovertemplate=_hover_value("token")))
     fig.update_yaxes(autorange="reversed", type="category")
-    return base_layout(fig, title or f"{len(x)} x {x.shape[1]} numbers ([tokens, d_model])",
-                       x=f"dimension (0..{x.shape[1] - 1} of d_model)", y="token",
+    return base_layout(fig, title or tr("{rows} x {cols} numbers ([tokens, d_model])", rows=len(x), cols=x.shape[1]),
+                       x=tr("dimension (0..{last} of d_model)", last=x.shape[1] - 1), y="token",  # same in Chinese
                        height=max(180, 90 + 28 * len(x)))
 
 
-def position_heatmap(wpe: torch.Tensor, *, title: str = "Position table wpe: one row per position",
-                     max_rows: int = 128, max_cols: int = 160) -> go.Figure:
+def position_heatmap(wpe: torch.Tensor, *, title: str | None = None, max_rows: int = 128,
+                     max_cols: int = 160) -> go.Figure:
     """The position table ``[n_ctx, d_model]`` as a heatmap (positions down, dimensions across).
 
     Tables larger than ``max_rows`` x ``max_cols`` show every k-th position/dimension (the title says so).
@@ -73,51 +92,56 @@ def position_heatmap(wpe: torch.Tensor, *, title: str = "Position table wpe: one
     lim = float(x.abs().max()) or 1.0
     z, rows, cols = _thin(x, max_rows, max_cols)
     fig = go.Figure(go.Heatmap(z=z, x=cols, y=rows, colorscale=_DIVERGING, zmin=-lim, zmax=lim,
-                               colorbar={"title": "value"},
-                               hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>"))
+                               colorbar={"title": tr("value")}, hovertemplate=_hover_value("position")))
     fig.update_yaxes(autorange="reversed")
-    every = f", every {rows[1] - rows[0]}th position shown" if len(rows) > 1 and rows[1] > 1 else ""
-    return base_layout(fig, f"{title} ([{x.shape[0]}, {x.shape[1]}]{every})", x="dimension of d_model",
-                       y="position (token index)", height=460)
+    title = title or tr("Position table wpe: one row per position")
+    note = _shape_note(x.shape[0], x.shape[1], rows[1] - rows[0] if len(rows) > 1 else 1, positions=True)
+    return base_layout(fig, title + note, x=tr("dimension of d_model"), y=tr("position (token index)"),
+                       height=460)
 
 
-def similarity_heatmap(sim: torch.Tensor, *, title: str = "Cosine similarity between positions",
-                       axis: str = "position", labels: Sequence[str] | None = None,
-                       max_rows: int = 128) -> go.Figure:
-    """A square ``[n, n]`` cosine-similarity matrix (from ``inferlab.embeddings.cosine_matrix``)."""
+def similarity_heatmap(sim: torch.Tensor, *, title: str | None = None, axis: str | None = None,
+                       labels: Sequence[str] | None = None, max_rows: int = 128) -> go.Figure:
+    """A square ``[n, n]`` cosine-similarity matrix (from ``inferlab.embeddings.cosine_matrix``).
+
+    ``title`` and ``axis`` (what a row is) default to "Cosine similarity between positions" and "position".
+    """
     x = _matrix(sim, "sim")
-    require(x.shape[0] == x.shape[1], f"sim must be square [n, n], got {list(x.shape)}")
+    require(x.shape[0] == x.shape[1], tr("sim must be square [n, n], got {shape}", shape=list(x.shape)))
+    title = title or tr("Cosine similarity between positions")
+    axis = axis or tr("position")
     z, rows, _ = _thin(x, max_rows, max_rows)
     ticks = rows
     if labels is not None:
-        require(len(labels) == len(x), f"got {len(labels)} labels for a {len(x)} x {len(x)} matrix")
+        require(len(labels) == len(x), tr("got {n} labels for a {rows} x {rows} matrix", n=len(labels), rows=len(x)))
         ticks = [f"{i}: {visible(labels[i])}" for i in rows]
     fig = go.Figure(go.Heatmap(z=z, x=ticks, y=ticks, zmin=-1, zmax=1, colorscale=_DIVERGING,
-                               colorbar={"title": "cosine"},
-                               hovertemplate=f"{axis} %{{y}} vs {axis} %{{x}}<br>cosine %{{z:.3f}}<extra></extra>"))
+                               colorbar={"title": tr("cosine")},
+                               hovertemplate=tr("{axis} %{{y}} vs {axis} %{{x}}<br>cosine %{{z:.3f}}", axis=axis)
+                               + "<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    every = f", every {rows[1]}th shown" if len(rows) > 1 and rows[1] > 1 else ""
-    return base_layout(fig, f"{title} ([{len(x)}, {len(x)}]{every})", x=axis, y=axis, height=460)
+    note = _shape_note(len(x), len(x), rows[1] if len(rows) > 1 else 1, positions=False)
+    return base_layout(fig, title + note, x=axis, y=axis, height=460)
 
 
 def residual_sum(res: FirstResidual, labels: Sequence[str]) -> go.Figure:
     """Three heatmaps side by side: ``wte[ids]`` + ``wpe[positions]`` = first residual, each ``[tokens, d_model]``."""
-    require(isinstance(res, FirstResidual), "residual_sum needs inferlab.embeddings.first_residual(model, ids)")
-    require(len(labels) == len(res.ids), f"got {len(labels)} labels for {len(res.ids)} tokens")
-    names = ["token: wte[ids]", "position: wpe[0..T-1]", "sum: input to block 0"]
+    require(isinstance(res, FirstResidual), tr("residual_sum needs inferlab.embeddings.first_residual(model, ids)"))
+    require(len(labels) == len(res.ids), tr("got {n} labels for {tokens} tokens", n=len(labels), tokens=len(res.ids)))
+    names = [tr("token: wte[ids]"), tr("position: wpe[0..T-1]"), tr("sum: input to block 0")]
     fig = make_subplots(rows=1, cols=3, shared_yaxes=True, subplot_titles=names, horizontal_spacing=0.03)
     lim = float(torch.stack([res.tok, res.pos, res.sum]).abs().max()) or 1.0
     y = [f"{i}: {visible(s)}" for i, s in enumerate(labels)]
     for col, (name, x) in enumerate(zip(names, (res.tok, res.pos, res.sum)), 1):
         z = _z(x)
         fig.add_trace(go.Heatmap(z=z, y=y, zmin=-lim, zmax=lim, colorscale=_DIVERGING, showscale=col == 3, name=name,
-                                 colorbar={"title": "value"},
-                                 hovertemplate=f"{name}<br>token %{{y}}<br>dimension %{{x}}<br>value %{{z:.3f}}"
-                                               "<extra></extra>"), row=1, col=col)
-        fig.update_xaxes(title_text="dimension of d_model", row=1, col=col)
+                                 colorbar={"title": tr("value")},
+                                 hovertemplate=f"{name}<br>" + _hover_value("token")), row=1, col=col)
+        fig.update_xaxes(title_text=tr("dimension of d_model"), row=1, col=col)
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_yaxes(title_text="token (position: text)", row=1, col=1)
-    return base_layout(fig, f"First residual vectors = token + position, each [{len(y)}, {res.sum.shape[1]}]",
+    fig.update_yaxes(title_text=tr("token (position: text)"), row=1, col=1)
+    return base_layout(fig, tr("First residual vectors = token + position, each [{tokens}, {d_model}]",
+                               tokens=len(y), d_model=res.sum.shape[1]),
                        height=max(240, 120 + 30 * len(y)))
 
 
@@ -128,34 +152,36 @@ def neighbour_bars(nb: Neighbours, *, show_chance: bool = True, lines: dict[str,
     (``nb.chance``): a bar that does not pass its tick says nothing. ``lines`` (label -> cosine) draws dashed
     reference lines, e.g. the median and 99th percentile of random pairs (``VocabSpace.typical_cosine()``).
     """
-    require(isinstance(nb, Neighbours), "neighbour_bars needs VocabSpace.nearest(word)")
-    require(len(nb.items) > 0, f"no neighbours to draw for {nb.query!r}. {nb.note}")
+    require(isinstance(nb, Neighbours), tr("neighbour_bars needs VocabSpace.nearest(word)"))
+    require(len(nb.items) > 0, tr("no neighbours to draw for {query!r}.", query=nb.query) + f" {nb.note}")
     y = [f"{visible(n.token)!r} ({n.id})" for n in nb.items]
     fig = go.Figure(go.Bar(
-        x=[n.cosine for n in nb.items], y=y, orientation="h", name="cosine with the query",
+        x=[n.cosine for n in nb.items], y=y, orientation="h", name=tr("cosine with the query"),
         marker_color=PALETTE[0], text=[f"{n.cosine:.2f}" for n in nb.items], textposition="outside",
-        hovertext=[f"{n.token!r}, id {n.id}<br>cosine {n.cosine:.3f}" for n in nb.items], hoverinfo="text"))
+        hovertext=[tr("{token!r}, id {id}<br>cosine {cosine:.3f}", token=n.token, id=n.id, cosine=n.cosine)
+                   for n in nb.items], hoverinfo="text"))
     if show_chance and nb.chance:
-        fig.add_trace(go.Scatter(x=list(nb.chance[:len(y)]), y=y, mode="markers", name="same rank, random table",
+        fig.add_trace(go.Scatter(x=list(nb.chance[:len(y)]), y=y, mode="markers", name=tr("same rank, random table"),
                                  marker={"symbol": "line-ns-open", "size": 18, "color": "#333", "line": {"width": 2}},
-                                 hovertemplate="by chance: %{x:.3f}<extra></extra>"))
+                                 hovertemplate=tr("by chance: %{x:.3f}") + "<extra></extra>"))
     for (label, value), color in zip((lines or {}).items(), PALETTE[1:]):
         fig.add_trace(go.Scatter(x=[value, value], y=[y[0], y[-1]], mode="lines", name=label,
                                  line={"dash": "dash", "color": color, "width": 2},
                                  hovertemplate=f"{label}: {value:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_layout(legend={"orientation": "h", "y": -0.2})
-    return base_layout(fig, f"Nearest tokens to {visible(nb.query)!r} (id {nb.query_id}) by cosine similarity",
-                       x="cosine similarity with the query's row of wte", y="token (id)",
+    return base_layout(fig, tr("Nearest tokens to {query!r} (id {id}) by cosine similarity", query=visible(nb.query),
+                               id=nb.query_id),
+                       x=tr("cosine similarity with the query's row of wte"), y=tr("token (id)"),
                        height=max(300, 120 + 26 * len(nb.items)))
 
 
 def pca_scatter(p: Projection, *, title: str | None = None) -> go.Figure:
     """Words on their top principal components (2-D or 3-D), one colour per group; hover shows the word."""
-    require(isinstance(p, Projection), "pca_scatter needs VocabSpace.project(groups, dims)")
+    require(isinstance(p, Projection), tr("pca_scatter needs VocabSpace.project(groups, dims)"))
     dims = p.coords.shape[1]
-    require(dims in (2, 3), f"the projection has {dims} axes; pca_scatter draws 2 or 3")
-    axes = [f"PC{i + 1} ({e:.0%} of variance)" for i, e in enumerate(p.explained)]
+    require(dims in (2, 3), tr("the projection has {dims} axes; pca_scatter draws 2 or 3", dims=dims))
+    axes = [tr("PC{n} ({share:.0%} of variance)", n=i + 1, share=e) for i, e in enumerate(p.explained)]
     fig = go.Figure()
     for gi, group in enumerate(dict.fromkeys(p.groups)):
         idx = [i for i, g in enumerate(p.groups) if g == group]
@@ -168,8 +194,8 @@ def pca_scatter(p: Projection, *, title: str | None = None) -> go.Figure:
         else:
             fig.add_trace(go.Scatter3d(x=[c[0] for c in xyz], y=[c[1] for c in xyz], z=[c[2] for c in xyz], **common))
     kept = sum(p.explained)
-    fig = base_layout(fig, title or f"{len(p.words)} words, PCA to {dims}-D (keeps {kept:.0%} of their variance)",
-                      height=520)
+    fig = base_layout(fig, title or tr("{n} words, PCA to {dims}-D (keeps {kept:.0%} of their variance)",
+                                       n=len(p.words), dims=dims, kept=kept), height=520)
     if dims == 2:
         fig.update_xaxes(title_text=axes[0])
         fig.update_yaxes(title_text=axes[1])

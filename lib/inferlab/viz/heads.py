@@ -14,6 +14,7 @@ from plotly.subplots import make_subplots
 
 from ..attention import Patterns
 from ..heads import Ablation
+from ..i18n import tr
 from . import PALETTE, base_layout, require, show_token
 
 MAX_WIDTH = 8.0  # pixels: the width of a line carrying all of a query's weight
@@ -23,9 +24,9 @@ def line_segments(attention: torch.Tensor, *, query: int | None = None,
                   min_weight: float = 0.02) -> list[tuple[int, int, float]]:
     """``(query_pos, key_pos, weight)`` for every weight >= ``min_weight`` of one pattern ``[query_pos, key_pos]``
     (only row ``query`` when given), in row order."""
-    require(attention.dim() == 2 and attention.shape[0] == attention.shape[1],
-            f"attention must be one head's pattern [query_pos, key_pos], got shape {list(attention.shape)}. "
-            "Fix: patterns.attention[layer, head].")
+    require(attention.dim() == 2 and attention.shape[0] == attention.shape[1], tr(
+        "attention must be one head's pattern [query_pos, key_pos], got shape {shape}. "
+        "Fix: patterns.attention[layer, head].", shape=list(attention.shape)))
     rows = range(attention.shape[0]) if query is None else [query]
     return [(q, k, float(attention[q, k])) for q in rows for k in range(q + 1)
             if float(attention[q, k]) >= min_weight]
@@ -36,14 +37,18 @@ def lines_figure(patterns: Patterns, layer: int, head: int | None = None, *, que
     """BertViz's lines view: tokens twice (left: looking, right: looked at), a line for each weight,
     line width = ``max_width`` x weight. ``head=None`` overlays every head of the layer, one colour each;
     ``query`` keeps one token's lines. Weights below ``min_weight`` are not drawn."""
-    require(isinstance(patterns, Patterns), f"patterns must be attention.Patterns, got {type(patterns).__name__}. "
-            "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).")
+    require(isinstance(patterns, Patterns), tr(
+        "patterns must be attention.Patterns, got {kind}. "
+        "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).", kind=type(patterns).__name__))
     L, H, T, _ = patterns.shape
-    require(isinstance(layer, int) and 0 <= layer < L, f"layer={layer!r}: expected 0..{L - 1}. Fix: pick one.")
+    require(isinstance(layer, int) and 0 <= layer < L,
+            tr("layer={layer!r}: expected 0..{last}. Fix: pick one.", layer=layer, last=L - 1))
     require(head is None or (isinstance(head, int) and 0 <= head < H),
-            f"head={head!r}: expected 0..{H - 1}, or None for every head. Fix: pick one of those.")
+            tr("head={head!r}: expected 0..{last}, or None for every head. Fix: pick one of those.",
+               head=head, last=H - 1))
     require(query is None or (isinstance(query, int) and 0 <= query < T),
-            f"query={query!r}: expected a position 0..{T - 1}, or None for every token. Fix: pick a token.")
+            tr("query={query!r}: expected a position 0..{last}, or None for every token. Fix: pick a token.",
+               query=query, last=T - 1))
     heads = range(H) if head is None else [head]
     shapes = []
     for h in heads:
@@ -54,19 +59,22 @@ def lines_figure(patterns: Patterns, layer: int, head: int | None = None, *, que
                            "line": {"color": color, "width": round(max_width * wt, 3)}})
     labels = [f"{i} {show_token(p)}" for i, p in enumerate(patterns.pieces)]
     fig = go.Figure([go.Scatter(x=[0.1] * T, y=list(range(T)), mode="text", text=labels, textposition="middle left",
-                                hovertemplate="%{text} (looking)<extra></extra>", showlegend=False),
+                                hovertemplate=tr("%{text} (looking)") + "<extra></extra>", showlegend=False),
                      go.Scatter(x=[0.9] * T, y=list(range(T)), mode="text", text=labels,
-                                textposition="middle right", hovertemplate="%{text} (looked at)<extra></extra>",
-                                showlegend=False)])
+                                textposition="middle right",
+                                hovertemplate=tr("%{text} (looked at)") + "<extra></extra>", showlegend=False)])
     for h in heads:  # a legend entry per colour
-        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=f"head {h}",
+        fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=tr("head {head}", head=h),
                                  line={"color": PALETTE[h % len(PALETTE)], "width": 4}))
     fig.update_layout(shapes=shapes, showlegend=head is None)
     fig.update_xaxes(range=[-0.45, 1.45], visible=False, fixedrange=True)
     fig.update_yaxes(range=[T - 0.5, -0.5], visible=False)
-    who = "every head" if head is None else f"head {head}"
-    one = "" if query is None else f", token {query} only"
-    fig = base_layout(fig, f"Layer {layer}, {who}{one}<br><sub>line width = attention weight</sub>",
+    titles = {(True, True): tr("Layer {layer}, every head", layer=layer),
+              (True, False): tr("Layer {layer}, every head, token {query} only", layer=layer, query=query),
+              (False, True): tr("Layer {layer}, head {head}", layer=layer, head=head),
+              (False, False): tr("Layer {layer}, head {head}, token {query} only", layer=layer, head=head, query=query)}
+    title = titles[head is None, query is None]
+    fig = base_layout(fig, title + "<br><sub>" + tr("line width = attention weight") + "</sub>",
                       height=max(300, 22 * T + 110))
     fig.update_layout(legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "top", "font": {"size": 11}})
     return fig.update_layout(width=480, margin={"l": 10, "r": 10, "t": 70, "b": 40 if head is None else 10})
@@ -77,19 +85,22 @@ def ablation_figure(ablation: Ablation, pieces: dict[int, str], *, k: int = 8) -
 
     ``pieces`` maps token id -> text for at least those ids (e.g. ``{i: m.decode([i]) for i in ...}``).
     """
-    require(isinstance(ablation, Ablation), "ablation must come from heads.ablate(m, ids, heads).")
+    require(isinstance(ablation, Ablation), tr("ablation must come from heads.ablate(m, ids, heads)."))
     top = ablation.probs.topk(k).indices.tolist()
     missing = [i for i in top if i not in pieces]
-    require(not missing, f"pieces has no text for ids {missing}. Fix: pass {{i: m.decode([i]) for i in ids}}.")
+    require(not missing, tr("pieces has no text for ids {missing}. Fix: pass {{i: m.decode([i]) for i in ids}}.",
+                            missing=missing))
     names = [f"{show_token(pieces[i])!r}" for i in top]
-    off = ", ".join(f"layer {a}" + (" (every head)" if b is None else f" head {b}") for a, b in ablation.heads)
+    off = tr(", ").join(tr("layer {layer} (every head)", layer=a) if b is None
+                        else tr("layer {layer} head {head}", layer=a, head=b) for a, b in ablation.heads)
     fig = go.Figure([
-        go.Bar(x=names, y=[float(ablation.probs[i]) for i in top], name="every head on", marker_color=PALETTE[0]),
-        go.Bar(x=names, y=[float(ablation.probs_off[i]) for i in top], name=f"{off or 'nothing'} off",
-               marker_color=PALETTE[1])])
+        go.Bar(x=names, y=[float(ablation.probs[i]) for i in top], name=tr("every head on"), marker_color=PALETTE[0]),
+        go.Bar(x=names, y=[float(ablation.probs_off[i]) for i in top],
+               name=tr("{heads} off", heads=off) if off else tr("nothing off"), marker_color=PALETTE[1])])
     fig.update_layout(barmode="group", legend={"orientation": "h", "y": 1.02, "x": 0, "yanchor": "bottom"})
-    fig = base_layout(fig, f"Next token, on and off: loss {ablation.loss:.2f} -> {ablation.loss_off:.2f} "
-                      "nats/token", "next token (most likely with every head on)", "probability", height=400)
+    fig = base_layout(fig, tr("Next token, on and off: loss {on:.2f} -> {off:.2f} nats/token", on=ablation.loss,
+                              off=ablation.loss_off),
+                      tr("next token (most likely with every head on)"), tr("probability"), height=400)
     return fig.update_layout(margin={"t": 90})
 
 
@@ -101,7 +112,8 @@ def flash_tiles_figure(tokens: int = 16, tile: int = 4) -> go.Figure:
     while a running max and sum (the online softmax) carry what earlier tiles contributed.
     """
     require(isinstance(tokens, int) and isinstance(tile, int) and 1 <= tile <= tokens <= 64,
-            f"tokens={tokens!r}, tile={tile!r}: expected 1 <= tile <= tokens <= 64. Fix: e.g. tokens=16, tile=4.")
+            tr("tokens={tokens!r}, tile={tile!r}: expected 1 <= tile <= tokens <= 64. Fix: e.g. tokens=16, tile=4.",
+               tokens=tokens, tile=tile))
     n = math.ceil(tokens / tile)
     qt = min(2, n - 1)  # the query tile shown working
     eager = [[1.0 if k <= q else None for k in range(tokens)] for q in range(tokens)]
@@ -110,22 +122,22 @@ def flash_tiles_figure(tokens: int = 16, tile: int = 4) -> go.Figure:
         for k in range(q + 1):
             flash[q][k] = 1.0 if k // tile == qt else 0.35  # the tile on chip now; tiles already folded in
     fig = make_subplots(rows=1, cols=2, horizontal_spacing=0.12, subplot_titles=[
-        f"eager: all {tokens} x {tokens} scores in memory", f"flash: one {tile} x {tile} tile at a time"])
+        tr("eager: all {n} x {n} scores in memory", n=tokens), tr("flash: one {n} x {n} tile at a time", n=tile)])
     scale = [[0, "#cfe0f1"], [1, PALETTE[0]]]
     for c, z in enumerate((eager, flash)):
         fig.add_trace(go.Heatmap(z=z, zmin=0, zmax=1, colorscale=scale, showscale=False, xgap=1, ygap=1,
-                                 hovertemplate="query %{y}, key %{x}<extra></extra>"), row=1, col=c + 1)
+                                 hovertemplate=tr("query %{y}, key %{x}") + "<extra></extra>"), row=1, col=c + 1)
     for i in range(1, n):  # tile borders
         for axis in ("x", "y"):
             fig.add_shape(type="line", xref="x2", yref="y2", line={"color": "#444", "width": 1},
                           **({"x0": i * tile - 0.5, "x1": i * tile - 0.5, "y0": -0.5, "y1": tokens - 0.5}
                              if axis == "x" else {"y0": i * tile - 0.5, "y1": i * tile - 0.5, "x0": -0.5,
                                                   "x1": tokens - 0.5}))
-    fig.update_yaxes(autorange="reversed", title_text="query position")
-    fig.update_xaxes(title_text="key position")
-    fig.add_annotation(text="right: dark = the tile of scores on chip now; light = tiles already folded into the "
-                       "running max and sum,<br>then dropped; blank = other query tiles, done one at a time",
+    fig.update_yaxes(autorange="reversed", title_text=tr("query position"))
+    fig.update_xaxes(title_text=tr("key position"))
+    fig.add_annotation(text=tr("right: dark = the tile of scores on chip now; light = tiles already folded into the "
+                               "running max and sum,<br>then dropped; blank = other query tiles, done one at a time"),
                        x=0.5, y=-0.3, xref="paper", yref="paper", showarrow=False)
-    fig = base_layout(fig, "What is in memory at once: the whole matrix (eager) or one tile (Flash Attention)",
+    fig = base_layout(fig, tr("What is in memory at once: the whole matrix (eager) or one tile (Flash Attention)"),
                       height=450)
     return fig.update_layout(margin={"l": 60, "r": 20, "t": 80, "b": 110})

@@ -20,12 +20,23 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..diversity import SettingResult, describe, ngrams
+from ..i18n import tr
 from ..sampling import STAGE_NAMES, FilterStages, Stage
-from . import PALETTE, base_layout, require, show_token
+from . import PALETTE, base_layout, clip, require, show_token, text_width
 
-STAGE_TITLES = {"model": "the model (softmax of the logits)", "temperature": "after temperature",
-                "top_k": "after top-k", "top_p": "after top-p (what is sampled from)"}
 Decode = Callable[[list[int]], str] | Sequence[str] | Mapping[int, str]
+
+
+def stage_title(name: str) -> str:
+    """What a stage's distribution is, in the reader's language ("after top-k", ...)."""
+    return {"model": tr("the model (softmax of the logits)"), "temperature": tr("after temperature"),
+            "top_k": tr("after top-k"), "top_p": tr("after top-p (what is sampled from)")}.get(name, name)
+
+
+def stage_label(name: str) -> str:
+    """A stage's short name on an axis: ``model``, ``temperature``, ``top_k``, ``top_p`` in English."""
+    return {"model": tr("model"), "temperature": tr("temperature"), "top_k": tr("top_k"),
+            "top_p": tr("top_p")}.get(name, name)
 
 
 def piece(decode: Decode, token_id: int) -> str:
@@ -40,21 +51,22 @@ def _label(decode: Decode, token_id: int) -> str:
 def _as_probs(probs, name: str = "probs") -> torch.Tensor:
     p = torch.as_tensor(probs, dtype=torch.float64).detach().cpu()
     require(p.dim() == 1 and p.numel() > 0,
-            f"{name} must be a 1-D [vocab] vector, got shape {tuple(p.shape)}. Fix: pass logits[0].softmax(-1).")
+            tr("{name} must be a 1-D [vocab] vector, got shape {shape}. Fix: pass logits[0].softmax(-1).",
+               name=name, shape=tuple(p.shape)))
     require(bool((p >= 0).all()) and abs(float(p.sum()) - 1.0) < 1e-3,
-            f"{name} must be probabilities (>= 0, summing to 1; sum is {float(p.sum()):.4g}). "
-            "Fix: apply .softmax(-1) to the logits first.")
+            tr("{name} must be probabilities (>= 0, summing to 1; sum is {total:.4g}). "
+               "Fix: apply .softmax(-1) to the logits first.", name=name, total=float(p.sum())))
     return p
 
 
 def _require_work(work) -> None:
     require(isinstance(work, FilterStages),
-            f"work must be the FilterStages from inferlab.sampling.filter_stages, got {type(work).__name__}. "
-            "Fix: work = filter_stages(logits[0], config).")
+            tr("work must be the FilterStages from inferlab.sampling.filter_stages, got {kind}. "
+               "Fix: work = filter_stages(logits[0], config).", kind=type(work).__name__))
 
 
 # ----------------------------------------------------------------------------- one distribution
-def candidate_bars(probs, decode: Decode, k: int = 15, title: str = "The model's top candidates", *,
+def candidate_bars(probs, decode: Decode, k: int = 15, title: str | None = None, *,
                    x_max: float | None = None) -> go.Figure:
     """Horizontal bars of the ``k`` most likely next tokens: visible token text + id, probability.
 
@@ -66,24 +78,24 @@ def candidate_bars(probs, decode: Decode, k: int = 15, title: str = "The model's
             ``None`` fits the axis to the longest bar.
     """
     p = _as_probs(probs)
-    require(isinstance(k, int) and k >= 1, f"k={k!r} must be an integer >= 1. Fix: pass k=15.")
+    require(isinstance(k, int) and k >= 1, tr("k={k!r} must be an integer >= 1. Fix: pass k=15.", k=k))
     top = torch.topk(p, min(k, p.numel()))
     ids = [int(i) for i in top.indices]
     vals = [float(v) for v in top.values]
     cum = torch.cumsum(top.values, 0).tolist()
     labels = [_label(decode, i) for i in ids]
-    hover = [f"token {piece(decode, i)!r}<br>id {i}<br>rank {r + 1}<br>p = {v:.4f}<br>top {r + 1} together: {c:.3f}"
+    hover = [tr("token {token!r}<br>id {id}<br>rank {rank}<br>p = {p:.4f}<br>top {rank} together: {together:.3f}",
+                token=piece(decode, i), id=i, rank=r + 1, p=v, together=c)
              for r, (i, v, c) in enumerate(zip(ids, vals, cum))]
     fig = go.Figure(go.Bar(x=vals, y=labels, orientation="h", marker_color=PALETTE[0], hovertext=hover,
                            hoverinfo="text", text=[f"{v:.3g}" for v in vals], textposition="outside"))
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(tickformat=".2~g", range=[0, x_max if x_max is not None else 1.15 * max(vals)])
-    return base_layout(fig, title, x="probability of being the next token", y="token (text, id)",
-                       height=max(300, 28 * len(ids) + 120))
+    return base_layout(fig, title or tr("The model's top candidates"), x=tr("probability of being the next token"),
+                       y=tr("token (text, id)"), height=max(300, 28 * len(ids) + 120))
 
 
-def tail_curve(probs, ks: Sequence[int] = (10, 100, 1000), title: str = "How much probability the top candidates hold"
-               ) -> go.Figure:
+def tail_curve(probs, ks: Sequence[int] = (10, 100, 1000), title: str | None = None) -> go.Figure:
     """Cumulative probability of the top-r tokens against rank r (log axis), with the top 10/100/1000 marked."""
     p = _as_probs(probs)
     ordered = torch.sort(p, descending=True).values
@@ -91,22 +103,22 @@ def tail_curve(probs, ks: Sequence[int] = (10, 100, 1000), title: str = "How muc
     ranks = sorted({round(10 ** (e / 20)) for e in range(0, int(20 * math.log10(p.numel())) + 1)} | {p.numel()})
     ranks = [r for r in ranks if r <= p.numel()]
     fig = go.Figure(go.Scatter(x=ranks, y=[float(cum[r - 1]) for r in ranks], mode="lines",
-                               line={"color": PALETTE[0]}, name="top r together",
-                               hovertemplate="top %{x} tokens hold %{y:.4f}<extra></extra>"))
+                               line={"color": PALETTE[0]}, name=tr("top r together"),
+                               hovertemplate=tr("top %{x} tokens hold %{y:.4f}") + "<extra></extra>"))
     marks = [k for k in ks if k <= p.numel()]
     fig.add_trace(go.Scatter(x=marks, y=[float(cum[k - 1]) for k in marks], mode="markers+text",
-                             marker={"color": PALETTE[1], "size": 10}, name="outside the top k",
-                             text=[f"outside top {k}: {1 - float(cum[k - 1]):.3f}" for k in marks],
+                             marker={"color": PALETTE[1], "size": 10}, name=tr("outside the top k"),
+                             text=[tr("outside top {k}: {rest:.3f}", k=k, rest=1 - float(cum[k - 1])) for k in marks],
                              textposition="top center", hoverinfo="text"))
     fig.update_xaxes(type="log")
     fig.update_yaxes(range=[0, 1.12])
-    return base_layout(fig, title, x="rank r (tokens sorted by probability, log scale)",
-                       y="probability of the top r tokens together", height=380)
+    return base_layout(fig, title or tr("How much probability the top candidates hold"),
+                       x=tr("rank r (tokens sorted by probability, log scale)"),
+                       y=tr("probability of the top r tokens together"), height=380)
 
 
 # ----------------------------------------------------------------------------- the stages
-def stage_distributions(work: FilterStages, decode: Decode, k: int = 12,
-                        title: str = "The distribution after each stage") -> go.Figure:
+def stage_distributions(work: FilterStages, decode: Decode, k: int = 12, title: str | None = None) -> go.Figure:
     """One row per stage (model -> temperature -> top-k -> top-p): the same ``k`` tokens in each row.
 
     The tokens are the model's ``k`` most likely (no stage changes their order). A grey cross at 0
@@ -122,14 +134,18 @@ def stage_distributions(work: FilterStages, decode: Decode, k: int = 12,
     model = probs["model"]
     ids = [int(i) for i in torch.topk(model, min(k, model.numel())).indices]
     labels = [_label(decode, i) for i in ids]
-    titles = [f"{STAGE_TITLES[s.name]}: {s.kept:,} {'token' if s.kept == 1 else 'tokens'} possible, "
-              f"removed {s.removed_mass:.3f} of the mass, entropy {s.entropy:.2f} nats" for s in work.stages]
+    titles = [tr("{stage}: 1 token possible, removed {mass:.3f} of the mass, entropy {entropy:.2f} nats",
+                 stage=stage_title(s.name), mass=s.removed_mass, entropy=s.entropy) if s.kept == 1 else
+              tr("{stage}: {kept:,} tokens possible, removed {mass:.3f} of the mass, entropy {entropy:.2f} nats",
+                 stage=stage_title(s.name), kept=s.kept, mass=s.removed_mass, entropy=s.entropy)
+              for s in work.stages]
     fig = make_subplots(rows=len(STAGE_NAMES), cols=1, shared_xaxes=True, subplot_titles=titles,
                         vertical_spacing=0.07)
     for row, (name, color) in enumerate(zip(STAGE_NAMES, PALETTE), start=1):
         p = probs[name]
         vals = [float(p[i]) for i in ids]
-        hover = [f"token {piece(decode, i)!r}<br>id {i}<br>{name}: p = {v:.4f}<br>model: p = {float(model[i]):.4f}"
+        hover = [tr("token {token!r}<br>id {id}<br>{stage}: p = {p:.4f}<br>model: p = {model_p:.4f}",
+                    token=piece(decode, i), id=i, stage=stage_label(name), p=v, model_p=float(model[i]))
                  for i, v in zip(ids, vals)]
         fig.add_trace(go.Bar(x=labels, y=vals, marker_color=color, name=name, hovertext=hover, hoverinfo="text",
                              showlegend=False), row=row, col=1)
@@ -137,50 +153,54 @@ def stage_distributions(work: FilterStages, decode: Decode, k: int = 12,
         if gone:
             by = [next(s for s in STAGE_NAMES if float(probs[s][i]) == 0) for _, i in gone]
             fig.add_trace(go.Scatter(x=[g[0] for g in gone], y=[0] * len(gone), mode="markers",
-                                     marker={"symbol": "x", "color": "#999", "size": 9}, name="removed",
-                                     hovertext=[f"{g[0]} removed by {b}" for g, b in zip(gone, by)],
+                                     marker={"symbol": "x", "color": "#999", "size": 9}, name=tr("removed"),
+                                     hovertext=[tr("{token} removed by {stage}", token=g[0], stage=stage_label(b))
+                                                for g, b in zip(gone, by)],
                                      hoverinfo="text", showlegend=False), row=row, col=1)
         top = max(1e-9, float(p.max()))
         fig.update_yaxes(title_text="p", tickformat=".2~g", range=[0, 1.05 * top], row=row, col=1)
     fig.update_xaxes(type="category", tickangle=-45)
-    fig.update_xaxes(title_text=f"the model's {len(ids)} most likely tokens (text, id)", row=len(STAGE_NAMES), col=1)
+    fig.update_xaxes(title_text=tr("the model's {n} most likely tokens (text, id)", n=len(ids)),
+                     row=len(STAGE_NAMES), col=1)
     fig.update_annotations(font_size=12)
-    return base_layout(fig, title, height=190 * len(STAGE_NAMES) + 160)
+    return base_layout(fig, title or tr("The distribution after each stage"), height=190 * len(STAGE_NAMES) + 160)
 
 
-def removed_mass(summary: Sequence[Stage], title: str = "What each filter took away") -> go.Figure:
+def removed_mass(summary: Sequence[Stage], title: str | None = None) -> go.Figure:
     """Left: probability mass each stage removed. Right: tokens still possible after each stage (log).
 
     Args:
         summary: the ``Stage``s of ``filter_stages(...).stages`` or of a recorded ``SamplingStep``.
     """
     require(len(summary) > 0 and all(isinstance(s, Stage) for s in summary),
-            "summary must be a sequence of Stage. Fix: pass filter_stages(logits[0], config).stages "
-            "(or a recorded step's step.sampling.stages).")
-    names = [s.name for s in summary]
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("probability mass removed", "tokens still possible"))
+            tr("summary must be a sequence of Stage. Fix: pass filter_stages(logits[0], config).stages "
+               "(or a recorded step's step.sampling.stages)."))
+    names = [stage_label(s.name) for s in summary]
+    fig = make_subplots(rows=1, cols=2, subplot_titles=(tr("probability mass removed"), tr("tokens still possible")))
     fig.add_trace(go.Bar(x=names, y=[s.removed_mass for s in summary], marker_color=PALETTE[3],
                          text=[f"{s.removed_mass:.3f}" for s in summary], textposition="outside",
-                         hovertemplate="%{x}: removed %{y:.4f} of the mass<extra></extra>", showlegend=False), 1, 1)
+                         hovertemplate=tr("%{x}: removed %{y:.4f} of the mass") + "<extra></extra>",
+                         showlegend=False), 1, 1)
     fig.add_trace(go.Bar(x=names, y=[s.kept for s in summary], marker_color=PALETTE[0],
                          text=[f"{s.kept:,}" for s in summary], textposition="outside",
-                         hovertemplate="after %{x}: %{y} tokens possible<extra></extra>", showlegend=False), 1, 2)
-    fig.update_yaxes(title_text="mass removed (of the stage before)", range=[0, 1.1], row=1, col=1)
-    fig.update_yaxes(title_text="tokens with p > 0 (log scale)", type="log", row=1, col=2)
-    fig.update_xaxes(title_text="stage")
-    return base_layout(fig, title, height=380)
+                         hovertemplate=tr("after %{x}: %{y} tokens possible") + "<extra></extra>",
+                         showlegend=False), 1, 2)
+    fig.update_yaxes(title_text=tr("mass removed (of the stage before)"), range=[0, 1.1], row=1, col=1)
+    fig.update_yaxes(title_text=tr("tokens with p > 0 (log scale)"), type="log", row=1, col=2)
+    fig.update_xaxes(title_text=tr("stage"))
+    return base_layout(fig, title or tr("What each filter took away"), height=380)
 
 
 # ----------------------------------------------------------------------------- one text, many texts
 def _chip_text(text: str, limit: int = 12) -> str:
-    shown = show_token(text)
-    return shown if len(shown) <= limit else shown[:limit - 1] + "…"
+    """A token's visible text cut to ``limit`` columns (a Chinese character takes two)."""
+    return clip(show_token(text), limit)
 
 
 def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int = 10,
                     title: str | None = None) -> go.Figure:
     """One generated text as token chips; chips inside an ``n``-gram seen earlier in the text are coloured."""
-    require(len(ids) > 0, "ids is empty. Fix: pass trace.generated_ids of a run that made tokens.")
+    require(len(ids) > 0, tr("ids is empty. Fix: pass trace.generated_ids of a run that made tokens."))
     ids = [int(i) for i in ids]
     in_repeat = [False] * len(ids)
     seen: set[tuple[int, ...]] = set()
@@ -191,7 +211,8 @@ def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int
     xs = [i % per_row for i in range(len(ids))]
     ys = [i // per_row for i in range(len(ids))]
     fig = go.Figure()
-    for flag, color, name in ((False, "#DDE6F0", "new"), (True, PALETTE[1], f"inside a repeated {n}-gram")):
+    for flag, color, name in ((False, "#DDE6F0", tr("new")),
+                              (True, PALETTE[1], tr("inside a repeated {n}-gram", n=n))):
         sel = [i for i in range(len(ids)) if in_repeat[i] == flag]
         fig.add_trace(go.Scatter(
             x=[xs[i] for i in sel], y=[ys[i] for i in sel], mode="markers+text", name=name,
@@ -203,48 +224,51 @@ def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int
     fig.update_yaxes(autorange="reversed", showticklabels=False, zeroline=False, showgrid=False)
     fig.update_xaxes(showticklabels=False, zeroline=False, showgrid=False)
     share = sum(in_repeat) / len(ids)
-    return base_layout(fig, title or f"Generated tokens in reading order ({share:.0%} inside a repeated {n}-gram)",
-                       x=f"tokens, {per_row} per row", height=46 * (max(ys) + 1) + 160)
+    return base_layout(fig, title or tr("Generated tokens in reading order ({share:.0%} inside a repeated {n}-gram)",
+                                        share=share, n=n),
+                       x=tr("tokens, {per_row} per row", per_row=per_row), height=46 * (max(ys) + 1) + 160)
 
 
-def samples_table(results: Sequence[SettingResult], max_chars: int = 160,
-                  title: str = "The same prompt, sampled several times per setting") -> go.Figure:
+def samples_table(results: Sequence[SettingResult], max_chars: int = 160, title: str | None = None) -> go.Figure:
     """A table: one column per setting, one row per sample (newlines shown as ⏎)."""
-    require(len(results) > 0, "results is empty. Fix: pass diversity.sample_many(...)'s output.")
+    require(len(results) > 0, tr("results is empty. Fix: pass diversity.sample_many(...)'s output."))
     rows = max(len(r.texts) for r in results)
     seeds = next((r.seeds for r in results if not r.config.greedy), tuple(range(rows)))
-    cells = [[f"seed {sd}" for sd in seeds]]
+    cells = [[tr("seed {seed}", seed=sd) for sd in seeds]]
     for r in results:
         cells.append([(t.replace("\n", "⏎ ")[:max_chars] + ("…" if len(t) > max_chars else "")) for t in r.texts])
-    header = ["sample"] + [f"{r.name}<br>({describe(r.config)})" if r.name != describe(r.config) else r.name
-                           for r in results]
-    title = f"{title}: {results[0].prompt[:60]!r} + {max(len(i) for i in results[0].ids)} tokens"
+    header = [tr("sample")] + [f"{r.name}<br>({describe(r.config)})" if r.name != describe(r.config) else r.name
+                               for r in results]
+    title = tr("{title}: {prompt!r} + {n} tokens",
+               title=title or tr("The same prompt, sampled several times per setting"),
+               prompt=results[0].prompt[:60], n=max(len(i) for i in results[0].ids))
     fig = go.Figure(go.Table(columnwidth=[1.4] + [4] * len(results),
                              header={"values": header, "fill_color": "#DDE6F0", "align": "left"},
                              cells={"values": cells, "align": "left", "font": {"size": 11}}))
     # Height from the text itself (a fixed height per row left a tall empty band under short samples): at a
-    # laptop's width a column of 11 px text holds about 220 * its share of the width characters per line.
+    # laptop's width a column of 11 px text holds about 220 * its share of the width columns per line (a
+    # Chinese character takes two columns: text_width, not len).
     per_line = max(8, int(220 * 4 / (4 * len(results) + 1.4)))
-    lines = [max(math.ceil(len(col[i]) / per_line) for col in cells[1:] if i < len(col)) for i in range(rows)]
+    lines = [max(math.ceil(text_width(col[i]) / per_line) for col in cells[1:] if i < len(col)) for i in range(rows)]
     return base_layout(fig, title, height=150 + sum(15 * n + 12 for n in lines))
 
 
-def variety_vs_likelihood(results: Sequence[SettingResult], n: int = 2,
-                          title: str = "Varied or likely: one point per setting") -> go.Figure:
+def variety_vs_likelihood(results: Sequence[SettingResult], n: int = 2, title: str | None = None) -> go.Figure:
     """Scatter: x = mean log-probability per token under the model (nats), y = distinct-n across samples."""
     require(len(results) > 0 and all(isinstance(r, SettingResult) for r in results),
-            "results must be a list of SettingResult. Fix: results = diversity.sample_many(m, prompt, settings).")
+            tr("results must be a list of SettingResult. Fix: results = diversity.sample_many(m, prompt, settings)."))
     require(all(n in r.distinct for r in results),
-            f"distinct-{n} was not computed. Fix: sample_many(..., ns=(1, 2, 3)) includes n={n}.")
+            tr("distinct-{n} was not computed. Fix: sample_many(..., ns=(1, 2, 3)) includes n={n}.", n=n))
     hover = [f"<b>{r.name}</b> ({describe(r.config)})<br>"
-             + "<br>".join(f"distinct-{k}: {v:.3f}" for k, v in r.distinct.items())
-             + f"<br>mean log-prob: {r.mean_logprob:.3f} nats/token<br>first sample: "
-             + r.texts[0].replace("\n", "⏎ ")[:80] for r in results]
+             + "<br>".join(f"distinct-{k}: {v:.3f}" for k, v in r.distinct.items()) + "<br>"
+             + tr("mean log-prob: {logprob:.3f} nats/token<br>first sample: {text}", logprob=r.mean_logprob,
+                  text=r.texts[0].replace("\n", "⏎ ")[:80]) for r in results]
     fig = go.Figure()
     for i, (r, h) in enumerate(zip(results, hover)):
         fig.add_trace(go.Scatter(x=[r.mean_logprob], y=[r.distinct[n]], mode="markers", name=r.name,
                                  hovertext=[h], hoverinfo="text",
                                  marker={"size": 13, "color": PALETTE[i % len(PALETTE)]}))
     fig.update_yaxes(range=[0, 1.08])
-    return base_layout(fig, title, x="mean log-probability per token under the model (nats; right = more likely)",
-                       y=f"distinct-{n} across samples (up = more varied)", height=420)
+    return base_layout(fig, title or tr("Varied or likely: one point per setting"),
+                       x=tr("mean log-probability per token under the model (nats; right = more likely)"),
+                       y=tr("distinct-{n} across samples (up = more varied)", n=n), height=420)

@@ -10,6 +10,9 @@ Every view is wrapped in ``titled(view, "What it is: run the cell to use it")`` 
 stored notebook shows that sentence (not ``VBox(children=(HBox(...``) where no kernel draws the widget:
 GitHub, nbviewer, a notebook opened before its cells run.
 
+Every label, button, message and stored sentence is in the reader's language (``inferlab.set_language``):
+the text goes through ``i18n.tr`` when the widget is built or redrawn, so choose the language first.
+
 Submodules by topic: ``widgets.start``, ``widgets.tokens``, ``widgets.embeddings``, ``widgets.attention``,
 ``widgets.kvcache``, ``widgets.sampling``, ``widgets.streaming``, ``widgets.selfcheck``.
 """
@@ -21,6 +24,8 @@ import html
 import ipywidgets as w
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from ..i18n import tr
 
 
 def message(text: str, kind: str = "error") -> str:
@@ -60,14 +65,15 @@ def error_box() -> w.HTML:
     return w.HTML(value="")
 
 
-def show_figure(out: w.Output, fig: go.Figure, label: str = "figure") -> None:
-    """Show ``fig`` in ``out``, replacing what it showed before.
+def show_figure(out: w.Output, fig: go.Figure, label: str | None = None) -> None:
+    """Show ``fig`` in ``out``, replacing what it showed before; ``label`` is its plain-text stand-in.
 
     The plotly mimetype is always included (JupyterLab, nbviewer and the HTML export draw it), plus what
     the current renderer adds (Colab's HTML after ``viz.setup_notebook()``). The Output's state is set
     directly instead of ``with out: display(fig)``: nbclient (which stores executed notebooks) hangs
     when captured output over 64 kB is synced back to the kernel.
     """
+    label = tr("figure") if label is None else label
     bundle = {"text/plain": f"<{label}>", **pio.renderers["plotly_mimetype"].to_mimebundle(fig.to_dict())}
     bundle.update(fig._repr_mimebundle_())
     out.outputs = ({"output_type": "display_data", "data": bundle, "metadata": {}},)

@@ -19,6 +19,7 @@ import ipywidgets as w
 
 from ..attention import Patterns
 from ..heads import Ablation, HeadSpec
+from ..i18n import tr
 from ..viz import attention as va
 from ..viz import heads as vh
 from ..viz import show_token
@@ -39,8 +40,14 @@ class _Readable:
 
 
 def _titled(view: _Readable, use: str) -> w.Widget:
-    """``view`` with its summary and how to use it as the text and HTML a stored notebook shows."""
-    return titled(view, f"{view.summary()}. Interactive view: run this cell in JupyterLab to {use}.")
+    """``view`` with its summary and ``use`` (a sentence: how to use it) as the text a stored notebook shows."""
+    return titled(view, tr("{summary}. {use}", summary=view.summary(), use=use))
+
+
+def _not_patterns(patterns) -> TypeError:
+    return TypeError(tr("patterns must be attention.Patterns, got {type}. "
+                        "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).",
+                        type=type(patterns).__name__))
 
 
 class AttentionExplorer(_Readable, w.VBox):
@@ -49,24 +56,26 @@ class AttentionExplorer(_Readable, w.VBox):
     def __init__(self, patterns: Patterns, compute: Callable[[str], Patterns] | None = None, *,
                  grid_max_tokens: int = 32) -> None:
         if not isinstance(patterns, Patterns):
-            raise TypeError(f"patterns must be attention.Patterns, got {type(patterns).__name__}. "
-                            "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).")
+            raise _not_patterns(patterns)
         self.patterns = patterns
         self.compute = compute
         self.grid_max_tokens = grid_max_tokens
         self.figures: dict[str, object] = {}
         self._grid = None  # the all-heads figure, built once per prompt
-        self.layer = w.IntSlider(description="layer", min=0, continuous_update=False)
-        self.head = w.IntSlider(description="head", min=0, continuous_update=False)
-        self.query = w.Dropdown(description="query token", layout=w.Layout(width="320px"))
-        self.view = w.ToggleButtons(options=["one head", "all heads"], value="one head")
+        self.layer = w.IntSlider(description=tr("layer"), min=0, continuous_update=False)
+        self.head = w.IntSlider(description=tr("head"), min=0, continuous_update=False)
+        self.query = w.Dropdown(description=tr("query token"), layout=w.Layout(width="320px"))
+        # the values stay English (code compares them); the labels are the reader's
+        self.view = w.ToggleButtons(options=[(tr("one head"), "one head"), (tr("all heads"), "all heads")],
+                                    value="one head")
         self.status = error_box()
         self.out_map, self.out_row = w.Output(), w.Output()
         controls = [w.HBox([self.layer, self.head]), w.HBox([self.query, self.view])]
         if compute is not None:
-            self.text = w.Text(description="prompt", placeholder="type a prompt, press Enter or record",
+            self.text = w.Text(description=tr("prompt"), placeholder=tr("type a prompt, press Enter or record"),
                                continuous_update=False, layout=w.Layout(width="520px"))
-            self.record = w.Button(description="record", button_style="primary")
+            self.record = w.Button(description=tr("record"), button_style="primary")
+            self.record.add_class("inferlab-explorer-record")  # a handle that does not depend on the language
             self.record.on_click(lambda _b: self.submit())
             self.text.observe(lambda _c: self.submit(), names="value")  # Enter or leaving the box
             controls.insert(0, w.HBox([self.text, self.record]))
@@ -91,14 +100,14 @@ class AttentionExplorer(_Readable, w.VBox):
         """Record the typed prompt with ``compute``; a problem becomes a message, not a traceback."""
         text = self.text.value
         if not text.strip():
-            self.status.value = message("The prompt is empty: type a few words first.")
+            self.status.value = message(tr("The prompt is empty: type a few words first."))
             return
         try:
             patterns = self.compute(text)
         except Exception as exc:  # any failure becomes a readable message in the widget
-            self.status.value = message(f"Could not record this prompt: {exc}")
+            self.status.value = message(tr("Could not record this prompt: {error}", error=exc))
             return
-        self.status.value = message(f"Recorded {patterns.shape[2]} tokens.", "ok")
+        self.status.value = message(tr("Recorded {n} tokens.", n=patterns.shape[2]), "ok")
         self._load(patterns)
 
     def redraw(self) -> None:
@@ -113,13 +122,14 @@ class AttentionExplorer(_Readable, w.VBox):
         else:
             self.figures["map"] = va.pattern_figure(p, layer, head)
         self.figures["row"] = va.query_row(p, layer, head, query)
-        show_figure(self.out_map, self.figures["map"], "attention pattern")
-        show_figure(self.out_row, self.figures["row"], "query row")
+        show_figure(self.out_map, self.figures["map"], tr("attention pattern"))
+        show_figure(self.out_row, self.figures["row"], tr("query row"))
 
     def summary(self) -> str:
         L, H, T, _ = self.patterns.shape
-        return (f"Attention explorer: {T} tokens, {L} layers x {H} heads; showing layer {self.layer.value}, "
-                f"head {self.head.value}, query {self.query.value}")
+        return tr("Attention explorer: {tokens} tokens, {layers} layers x {heads} heads; showing layer {layer}, "
+                  "head {head}, query {query}", tokens=T, layers=L, heads=H, layer=self.layer.value,
+                  head=self.head.value, query=self.query.value)
 
 
 def attention_explorer(patterns: Patterns, compute: Callable[[str], Patterns] | None = None, *,
@@ -129,7 +139,7 @@ def attention_explorer(patterns: Patterns, compute: Callable[[str], Patterns] | 
     >>> attention_explorer(pat, compute=lambda text: attention.record_patterns(m, m.encode(text)))  # doctest: +SKIP
     """
     return _titled(AttentionExplorer(patterns, compute, grid_max_tokens=grid_max_tokens),
-                   "move the sliders or type a prompt")
+                   tr("Interactive view: run this cell in JupyterLab to move the sliders or type a prompt."))
 
 
 ALL = -1  # the dropdowns' "every head" / "every token" choice
@@ -139,21 +149,24 @@ def _or_none(value: int) -> int | None:
     return None if value == ALL else value
 
 
+def _head_options(n_head: int) -> list[tuple[str, int]]:
+    """(label, value) pairs: "every head" (``ALL``), then each head."""
+    return [(tr("every head"), ALL)] + [(tr("head {h}", h=h), h) for h in range(n_head)]
+
+
 class LinesView(_Readable, w.VBox):
     """BertViz's lines view next to the heatmap: a layer, a head (or every head) and a token (or every token)."""
 
     def __init__(self, patterns: Patterns) -> None:
         if not isinstance(patterns, Patterns):
-            raise TypeError(f"patterns must be attention.Patterns, got {type(patterns).__name__}. "
-                            "Fix: Patterns.from_trace(trace) or attention.record_patterns(m, ids).")
+            raise _not_patterns(patterns)
         L, H = patterns.shape[:2]
         self.patterns = patterns
         self.figures: dict[str, object] = {}
-        self.layer = w.IntSlider(description="layer", min=0, max=L - 1, continuous_update=False)
+        self.layer = w.IntSlider(description=tr("layer"), min=0, max=L - 1, continuous_update=False)
         # ALL, not None: a Dropdown whose value is None shows nothing selected
-        self.head = w.Dropdown(description="head", options=[("every head", ALL)] + [(f"head {h}", h)
-                                                                                   for h in range(H)])
-        self.query = w.Dropdown(description="token", options=[("every token", ALL)] + [
+        self.head = w.Dropdown(description=tr("head"), options=_head_options(H))
+        self.query = w.Dropdown(description=tr("token"), options=[(tr("every token"), ALL)] + [
             (f"{i} {show_token(p)}", i) for i, p in enumerate(patterns.pieces)], layout=w.Layout(width="260px"))
         for control, name in ((self.layer, "layer"), (self.head, "head"), (self.query, "query")):
             control.add_class(f"inferlab-lines-{name}")
@@ -171,16 +184,18 @@ class LinesView(_Readable, w.VBox):
         self.figures["lines"] = vh.lines_figure(p, layer, head, query=_or_none(self.query.value))
         if head is None:  # the layer's mean pattern, the heatmap twin of every head overlaid
             mean = Patterns(p.ids, p.pieces, p.attention[layer:layer + 1].mean(1, keepdim=True))
-            heat = va.pattern_figure(mean, 0, 0, title=f"Layer {layer}, mean of every head")
+            heat = va.pattern_figure(mean, 0, 0, title=tr("Layer {layer}, mean of every head", layer=layer))
         else:
             heat = va.pattern_figure(p, layer, head)
         self.figures["map"] = heat.update_layout(width=560)
-        show_figure(self.out_lines, self.figures["lines"], "lines view")
-        show_figure(self.out_map, self.figures["map"], "attention pattern")
+        show_figure(self.out_lines, self.figures["lines"], tr("lines view"))
+        show_figure(self.out_map, self.figures["map"], tr("attention pattern"))
 
     def summary(self) -> str:
-        who = "every head" if self.head.value == ALL else f"head {self.head.value}"
-        return f"Lines view: {self.patterns.shape[2]} tokens, layer {self.layer.value}, {who}"
+        n, layer = self.patterns.shape[2], self.layer.value
+        if self.head.value == ALL:
+            return tr("Lines view: {n} tokens, layer {layer}, every head", n=n, layer=layer)
+        return tr("Lines view: {n} tokens, layer {layer}, head {head}", n=n, layer=layer, head=self.head.value)
 
 
 def lines_view(patterns: Patterns) -> LinesView:
@@ -188,7 +203,8 @@ def lines_view(patterns: Patterns) -> LinesView:
 
     >>> lines_view(pat)    # doctest: +SKIP
     """
-    return _titled(LinesView(patterns), "pick a layer, a head and a token")
+    return _titled(LinesView(patterns),
+                   tr("Interactive view: run this cell in JupyterLab to pick a layer, a head and a token."))
 
 
 class AblationView(_Readable, w.VBox):
@@ -199,9 +215,9 @@ class AblationView(_Readable, w.VBox):
         self.run, self.decode = run, decode
         self.ablation: Ablation | None = None
         self.figures: dict[str, object] = {}
-        self.layer = w.Dropdown(description="layer", options=list(range(n_layer)), value=start[0])
-        self.head = w.Dropdown(description="switch off", options=[("every head", ALL)] + [
-            (f"head {h}", h) for h in range(n_head)], value=ALL if start[1] is None else start[1])
+        self.layer = w.Dropdown(description=tr("layer"), options=list(range(n_layer)), value=start[0])
+        self.head = w.Dropdown(description=tr("switch off"), options=_head_options(n_head),
+                               value=ALL if start[1] is None else start[1])
         self.layer.add_class("inferlab-ablation-layer")
         self.head.add_class("inferlab-ablation-head")
         self.result = w.HTML()
@@ -218,21 +234,25 @@ class AblationView(_Readable, w.VBox):
         try:
             ab = self.run([(self.layer.value, _or_none(self.head.value))])
         except Exception as exc:  # any failure becomes a readable message in the widget
-            self.result.value = message(f"Could not run the ablation: {exc}")
+            self.result.value = message(tr("Could not run the ablation: {error}", error=exc))
             return
         self.ablation = ab
-        self.result.value = message(f"loss {ab.loss:.3f} -> {ab.loss_off:.3f} nats/token "
-                                    f"({ab.loss_off - ab.loss:+.3f}); next-token distribution moved by "
-                                    f"{ab.kl_bits:.3g} bits (KL)", "info")
+        self.result.value = message(tr("loss {before:.3f} -> {after:.3f} nats/token ({change:+.3f}); next-token "
+                                       "distribution moved by {kl:.3g} bits (KL)", before=ab.loss,
+                                       after=ab.loss_off, change=ab.loss_off - ab.loss, kl=ab.kl_bits), "info")
         top = ab.probs.topk(8).indices.tolist()
         self.figures["next"] = vh.ablation_figure(ab, {i: self.decode(i) for i in top})
-        show_figure(self.out, self.figures["next"], "next-token probabilities")
+        show_figure(self.out, self.figures["next"], tr("next-token probabilities"))
 
     def summary(self) -> str:
+        layer, head = self.layer.value, self.head.value
+        view = (tr("Ablation view: layer {layer}, every head off", layer=layer) if head == ALL
+                else tr("Ablation view: layer {layer}, head {head} off", layer=layer, head=head))
         ab = self.ablation
-        state = "" if ab is None else f": loss {ab.loss:.3f} -> {ab.loss_off:.3f} nats/token"
-        who = "every head" if self.head.value == ALL else f"head {self.head.value}"
-        return f"Ablation view: layer {self.layer.value}, {who} off{state}"
+        if ab is None:
+            return view
+        return tr("{view}: loss {before:.3f} -> {after:.3f} nats/token", view=view, before=ab.loss,
+                  after=ab.loss_off)
 
 
 def ablation_view(run: Callable[[list[HeadSpec]], Ablation], decode: Callable[[int], str], n_layer: int,
@@ -242,4 +262,5 @@ def ablation_view(run: Callable[[list[HeadSpec]], Ablation], decode: Callable[[i
     >>> ablation_view(lambda hs: heads.ablate(m, ids, hs), lambda i: m.decode([i]),  # doctest: +SKIP
     ...               m.info.n_layer, m.info.n_head, start=(1, 3))
     """
-    return _titled(AblationView(run, decode, n_layer, n_head, start=start), "switch heads off")
+    return _titled(AblationView(run, decode, n_layer, n_head, start=start),
+                   tr("Interactive view: run this cell in JupyterLab to switch heads off."))

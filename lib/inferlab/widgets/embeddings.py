@@ -15,6 +15,7 @@ import ipywidgets as w
 from IPython.display import display
 
 from ..embeddings import WORD_GROUPS, VocabSpace
+from ..i18n import tr
 from ..viz.embeddings import neighbour_bars, pca_scatter
 from . import message, titled
 
@@ -30,9 +31,9 @@ def neighbour_search(space: VocabSpace, word: str = "king", k: int = 10) -> w.VB
 
     A word that is several tokens, or whose row the model never learned, gets a message saying why.
     """
-    box = w.Text(value=word, description="Word:", continuous_update=False, layout=w.Layout(width="300px"))
-    count = w.IntSlider(value=k, min=3, max=30, description="How many:", continuous_update=False)
-    space_first = w.Checkbox(value=True, description="leading space (' king', the form inside a sentence)",
+    box = w.Text(value=word, description=tr("Word:"), continuous_update=False, layout=w.Layout(width="300px"))
+    count = w.IntSlider(value=k, min=3, max=30, description=tr("How many:"), continuous_update=False)
+    space_first = w.Checkbox(value=True, description=tr("leading space (' king', the form inside a sentence)"),
                              indent=False, layout=w.Layout(width="380px"))
     note, out = w.HTML(), w.Output()
 
@@ -50,47 +51,53 @@ def neighbour_search(space: VocabSpace, word: str = "king", k: int = 10) -> w.VB
         median, top = space.typical_cosine()
         beat = sum(n.cosine > c for n, c in zip(nb.items, nb.chance))
         over = sum(n.cosine > median for n in nb.items)
-        note.value = message(f"{over} of {len(nb.items)} neighbours score above the median of random pairs of learned "
-                             f"tokens ({median:.2f}, dashed); {beat} beat the same rank in a random table (the black "
-                             "ticks).", "info")
-        _show(out, neighbour_bars(nb, lines={"random pairs: median": median, "random pairs: 99th percentile": top}))
+        note.value = message(tr("{over} of {n} neighbours score above the median of random pairs of learned tokens "
+                                "({median:.2f}, dashed); {beat} beat the same rank in a random table (the black "
+                                "ticks).", over=over, n=len(nb.items), median=median, beat=beat), "info")
+        _show(out, neighbour_bars(nb, lines={tr("random pairs: median"): median,
+                                             tr("random pairs: 99th percentile"): top}))
 
     for control in (box, count, space_first):
         control.observe(redraw, names="value")
     redraw()
-    return titled(w.VBox([w.HBox([box, count]), space_first, note, out]), "Neighbour search: type a word and see "
-                  "the tokens whose rows point most the same way (cosine); run the cell to use it")
+    return titled(w.VBox([w.HBox([box, count]), space_first, note, out]), tr(
+        "Neighbour search: type a word and see the tokens whose rows point most the same way (cosine); "
+        "run the cell to use it"))
 
 
 def _parse_words(text: str) -> list[str]:
-    return [t.strip() for t in text.replace("\n", ",").split(",") if t.strip()]
+    """The words of a comma-separated list (a Chinese comma or a newline separates too)."""
+    for sep in ("\n", "，", "、"):
+        text = text.replace(sep, ",")
+    return [t.strip() for t in text.split(",") if t.strip()]
 
 
 def pca_explorer(space: VocabSpace, groups: Mapping[str, Sequence[str]] = WORD_GROUPS, dims: int = 2) -> w.VBox:
     """The word groups projected by PCA in 2-D or 3-D; type extra words (comma-separated) to add them."""
-    extra = w.Text(value="", placeholder="add words, e.g. night, day, sword", description="Add:",
+    extra = w.Text(value="", placeholder=tr("add words, e.g. night, day, sword"), description=tr("Add:"),
                    continuous_update=False, layout=w.Layout(width="420px"))
-    which = w.ToggleButtons(options=[("2-D", 2), ("3-D", 3)], value=dims, description="View:")
+    which = w.ToggleButtons(options=[(tr("2-D"), 2), (tr("3-D"), 3)], value=dims, description=tr("View:"))
     note, out = w.HTML(), w.Output()
 
     def redraw(_=None) -> None:
         mine = _parse_words(extra.value)
         if len(mine) > 50:
-            note.value = message(f"{len(mine)} words is too many to read in one picture; add at most 50.")
+            note.value = message(tr("{n} words is too many to read in one picture; add at most 50.", n=len(mine)))
             return
-        chosen = {**groups, **({"your words": mine} if mine else {})}
+        chosen = {**groups, **({tr("your words"): mine} if mine else {})}
         try:
             proj = space.project(chosen, dims=which.value)
         except (ValueError, TypeError) as exc:
             note.value = message(str(exc))
             out.clear_output()
             return
-        left = "; ".join(f"{word!r}: {why}" for word, why in proj.skipped.items())
-        note.value = message(f"Left out: {left}" if left else "Every word was found.", "info")
+        left = tr("; ").join(f"{word!r}: {why}" for word, why in proj.skipped.items())
+        note.value = message(tr("Left out: {words}", words=left) if left else tr("Every word was found."), "info")
         _show(out, pca_scatter(proj))
 
     extra.observe(redraw, names="value")
     which.observe(redraw, names="value")
     redraw()
-    return titled(w.VBox([w.HBox([extra, which]), note, out]), "PCA explorer: add comma-separated words to the "
-                  "groups and switch between 2-D and 3-D; run the cell to use it")
+    return titled(w.VBox([w.HBox([extra, which]), note, out]), tr(
+        "PCA explorer: add comma-separated words to the groups and switch between 2-D and 3-D; "
+        "run the cell to use it"))

@@ -18,9 +18,10 @@ from collections.abc import Callable
 import ipywidgets as w
 import torch
 
+from ..i18n import tr
 from ..sampling import STAGE_NAMES, FilterStages, SamplingConfig, filter_stages
 from ..viz import show_token
-from ..viz.sampling import STAGE_TITLES, Decode, piece, stage_distributions
+from ..viz.sampling import Decode, piece, stage_distributions
 from . import error_box, message, show_figure, titled
 
 # Slider ranges; the number box beside each slider accepts any value (a slider cannot go past its range).
@@ -59,15 +60,22 @@ def link_slider(box: w.ValueWidget, slider: w.ValueWidget) -> None:
     slider.observe(from_slider, names="value")
 
 
+def _stage_title(name: str) -> str:
+    """The table's name for a stage (the same words as the figure's, ``viz.sampling.STAGE_TITLES``)."""
+    titles = {"model": tr("the model (softmax of the logits)"), "temperature": tr("after temperature"),
+              "top_k": tr("after top-k"), "top_p": tr("after top-p (what is sampled from)")}
+    return titles.get(name, name)
+
+
 def _removed_tokens(before: torch.Tensor, after: torch.Tensor, decode: Decode, show: int = 6) -> str:
     """The most likely tokens a stage removed, as text (the rest counted)."""
     gone = ((before > 0) & (after == 0)).nonzero().flatten()
     if gone.numel() == 0:
-        return "none"
+        return tr("none")
     order = gone[torch.argsort(before[gone], descending=True)]
     names = ", ".join(f"'{show_token(piece(decode, int(i)))}' ({int(i)})" for i in order[:show])
     more = gone.numel() - min(show, gone.numel())
-    return names + (f" and {more:,} more" if more else "")
+    return tr("{names} and {more:,} more", names=names, more=more) if more else names
 
 
 def stage_report(work: FilterStages, decode: Decode) -> str:
@@ -78,11 +86,13 @@ def stage_report(work: FilterStages, decode: Decode) -> str:
     rows = []
     for i, s in enumerate(work.stages):
         gone = "" if i == 0 else _removed_tokens(work.probs[STAGE_NAMES[i - 1]], work.probs[s.name], decode)
-        rows.append(f"<tr><td>{html.escape(STAGE_TITLES[s.name])}</td><td>{s.kept:,}</td>"
+        rows.append(f"<tr><td>{html.escape(_stage_title(s.name))}</td><td>{s.kept:,}</td>"
                     f"<td>{'' if i == 0 else f'{s.removed_mass:.4f}'}</td><td>{s.entropy:.3f}</td>"
                     f"<td>{math.exp(s.entropy):,.1f}</td><td>{html.escape(gone)}</td></tr>")
-    head = ("<tr><th>stage</th><th>tokens possible</th><th>mass removed</th><th>entropy (nats)</th>"
-            "<th>e<sup>entropy</sup> (effective choices)</th><th>most likely tokens removed</th></tr>")
+    cells = [html.escape(tr("stage")), html.escape(tr("tokens possible")), html.escape(tr("mass removed")),
+             html.escape(tr("entropy (nats)")), tr("e<sup>entropy</sup> (effective choices)"),  # our own markup
+             html.escape(tr("most likely tokens removed"))]
+    head = "<tr>" + "".join(f"<th>{c}</th>" for c in cells) + "</tr>"
     return ('<table style="font-family:sans-serif;font-size:13px;border-collapse:collapse" border="1" '
             f'cellpadding="4">{head}{"".join(rows)}</table>')
 
@@ -107,15 +117,15 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
     """
     if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
         shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise ValueError(f"logits must be a 1-D [vocab] tensor, got {shape}. "
-                         "Fix: pass logits[0] from il.prefill(m, ids) (logits are [batch, vocab]).")
+        raise ValueError(tr("logits must be a 1-D [vocab] tensor, got {shape}. "
+                            "Fix: pass logits[0] from il.prefill(m, ids) (logits are [batch, vocab]).", shape=shape))
     state = {"logits": logits.detach().float().cpu(), "config": None, "work": None, "model_calls": 0,
              "cache": {} if prompt is None else {prompt: logits.detach().float().cpu()}}
     style = {"description_width": "150px"}
     boxes, sliders = {}, {}
-    for name, label, value, kind in (("temperature", "temperature", temperature, w.FloatText),
-                                     ("top_k", "top-k (0 = off)", top_k, w.IntText),
-                                     ("top_p", "top-p (1 = off)", top_p, w.FloatText)):
+    for name, label, value, kind in (("temperature", tr("temperature"), temperature, w.FloatText),
+                                     ("top_k", tr("top-k (0 = off)"), top_k, w.IntText),
+                                     ("top_p", tr("top-p (1 = off)"), top_p, w.FloatText)):
         low, high, step = SLIDERS[name]
         slider_kind = w.IntSlider if kind is w.IntText else w.FloatSlider
         sliders[name] = slider_kind(value=min(max(value, low), high), min=low, max=high, step=step, description=label,
@@ -128,11 +138,11 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
     prompt_box = None
     if logits_for is not None:
         # A text area, not a one-line box: prompts may hold newlines (a speaker's name, then the line).
-        prompt_box = w.Textarea(value=prompt or "", description="prompt (applied when you click outside)", rows=2,
+        prompt_box = w.Textarea(value=prompt or "", description=tr("prompt (applied when you click outside)"), rows=2,
                                 continuous_update=False, style={"description_width": "initial"},
                                 layout=w.Layout(width="600px"))
-    note = w.HTML(value=message("Temperature 0 = greedy (only the most likely token). "
-                                "Filters run in this order: temperature -> top-k -> top-p.", "info"))
+    note = w.HTML(value=message(tr("Temperature 0 = greedy (only the most likely token). "
+                                   "Filters run in this order: temperature -> top-k -> top-p."), "info"))
     errors = error_box()
     table = w.HTML()
     out = w.Output()
@@ -146,29 +156,31 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
             return
         vocab = state["logits"].numel()
         errors.value = ("" if config.top_k < vocab else
-                        message(f"top-k {config.top_k:,} is not smaller than the vocabulary ({vocab:,} tokens), "
-                                "so it keeps every token: the same as top-k 0 (off).", "info"))
+                        message(tr("top-k {top_k:,} is not smaller than the vocabulary ({vocab:,} tokens), "
+                                   "so it keeps every token: the same as top-k 0 (off).",
+                                   top_k=config.top_k, vocab=vocab), "info"))
         state.update(config=config, work=work)
         table.value = stage_report(work, decode)
-        show_figure(out, stage_distributions(work, decode, k=k_shown, title=f"After each stage ({_describe(config)})"),
-                    "figure: the distribution after each stage")
+        title = tr("After each stage ({settings})", settings=_describe(config))
+        show_figure(out, stage_distributions(work, decode, k=k_shown, title=title),
+                    tr("figure: the distribution after each stage"))
 
     def new_prompt(change) -> None:
         text = change["new"]
         if not text:
-            errors.value = message("The prompt is empty: type at least one character.")
+            errors.value = message(tr("The prompt is empty: type at least one character."))
             return
         if text not in state["cache"]:
             try:
                 new = logits_for(text).detach().float().cpu().reshape(-1)
             except Exception as exc:  # the caller's function: any failure becomes a readable line, never a traceback
-                errors.value = message(f"Could not run the model on this prompt: {exc}")
+                errors.value = message(tr("Could not run the model on this prompt: {error}", error=exc))
                 return
             state["model_calls"] += 1
             if new.numel() != state["logits"].numel():
-                errors.value = message(f"logits_for returned {new.numel():,} scores, expected one per token of the "
-                                       f"vocabulary ({state['logits'].numel():,}). "
-                                       "Fix: return il.prefill(m, ids)[0][0].")
+                errors.value = message(tr("logits_for returned {got:,} scores, expected one per token of the "
+                                          "vocabulary ({vocab:,}). Fix: return il.prefill(m, ids)[0][0].",
+                                          got=new.numel(), vocab=state["logits"].numel()))
                 return
             state["cache"][text] = new
         state["logits"] = state["cache"][text]
@@ -181,8 +193,8 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
     redraw()
     knobs = [w.HBox([sliders[name], boxes[name]]) for name in SLIDERS]
     rows = ([prompt_box] if prompt_box is not None else []) + [*knobs, note, errors, table, out]
-    box = titled(w.VBox(rows), "Sampling playground: temperature, top-k and top-p sliders (or a typed value in the "
-                 "box beside each) redraw each stage's distribution; run the cell to use it")
+    box = titled(w.VBox(rows), tr("Sampling playground: temperature, top-k and top-p sliders (or a typed value in "
+                                  "the box beside each) redraw each stage's distribution; run the cell to use it"))
     box.state = state  # type: ignore[attr-defined]
     box.controls = {"temperature": t_box, "top_k": k_box, "top_p": p_box, "prompt": prompt_box}  # type: ignore
     box.sliders = sliders  # type: ignore[attr-defined]
@@ -192,5 +204,7 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
 
 def _describe(config: SamplingConfig) -> str:
     if config.greedy:
-        return "temperature 0 = greedy"
-    return f"temperature {config.temperature:g}, top-k {config.top_k or 'off'}, top-p {config.top_p:g}"
+        return tr("temperature 0 = greedy")
+    if config.top_k:
+        return tr("temperature {t:g}, top-k {k}, top-p {p:g}", t=config.temperature, k=config.top_k, p=config.top_p)
+    return tr("temperature {t:g}, top-k off, top-p {p:g}", t=config.temperature, p=config.top_p)

@@ -2,6 +2,7 @@
 
     from inferlab.widgets.selfcheck import self_check
     self_check("04")        # the questions of notebook 04, from data/selfcheck/04.json
+                            # (in Chinese, after il.set_language("zh"): data/selfcheck/zh/04.json)
 
 A question is either multiple choice (every choice carries ``correct`` and ``why``: the explanation shown
 when the learner picks it) or numeric (``answer``, ``tolerance``, ``unit`` and one ``why``). Where no kernel
@@ -19,10 +20,11 @@ from pathlib import Path
 import ipywidgets as w
 
 from ..errors import bad_value
+from ..i18n import DEFAULT, language, tr
 from ..paths import REPO
 from . import message, titled
 
-QUESTIONS_DIR = REPO / "data" / "selfcheck"
+QUESTIONS_DIR = REPO / "data" / "selfcheck"  # English; each other language in a folder named by its code ("zh/")
 
 
 @dataclass(frozen=True)
@@ -48,12 +50,29 @@ class Question:
         return self.answer is not None
 
 
-def load_questions(notebook: str, folder: Path = QUESTIONS_DIR) -> list[Question]:
-    """The questions of ``notebook`` ("04"), read from ``folder/04.json``."""
-    path = Path(folder) / f"{notebook}.json"
+def questions_dir(lang: str | None = None) -> Path:
+    """The folder of the questions in ``lang`` (default: the reader's language): ``data/selfcheck/`` or ``.../zh/``."""
+    lang = language() if lang is None else lang
+    return QUESTIONS_DIR if lang == DEFAULT else QUESTIONS_DIR / lang
+
+
+def load_questions(notebook: str, folder: Path | None = None) -> list[Question]:
+    """The questions of ``notebook`` ("04"), read from ``folder/04.json`` (default: ``questions_dir()``).
+
+    A notebook that has English questions but none in the reader's language is an error naming the missing file.
+    """
+    chosen = questions_dir() if folder is None else Path(folder)
+    path = chosen / f"{notebook}.json"
     if not path.is_file():
-        known = sorted(p.stem for p in Path(folder).glob("*.json"))
-        raise bad_value("notebook", notebook, f"one of {known}", "pass the notebook's two-digit number, e.g. '04'")
+        english = QUESTIONS_DIR / f"{notebook}.json"
+        if folder is None and chosen != QUESTIONS_DIR and english.is_file():
+            raise FileNotFoundError(tr(
+                "No Chinese self-check for notebook {notebook}: {path} is missing. Fix: write it with the same "
+                "structure as {english} (the same questions and answers, in Chinese), or call "
+                'il.set_language("en").', notebook=notebook, path=path, english=english))
+        known = sorted(p.stem for p in chosen.glob("*.json"))
+        raise bad_value("notebook", notebook, tr("one of {known}", known=known),
+                        tr("pass the notebook's two-digit number, e.g. '04'"))
     raw = json.loads(path.read_text(encoding="utf-8"))
     return [Question(q["question"], tuple(Choice(c["text"], bool(c.get("correct")), c["why"])
                                           for c in q.get("choices", [])),
@@ -68,16 +87,21 @@ def grade(question: Question, answer: int | float | str | None) -> tuple[bool | 
     """
     if question.numeric:
         try:
-            value = float(str(answer).replace(",", ""))
+            value = float(str(answer).replace(",", "").replace("，", ""))  # thousands separators, either width
         except ValueError:
-            return None, "Type a number first (digits, an optional decimal point)."
-        ok = abs(value - question.answer) <= question.tolerance
-        head = "Right." if ok else f"Not quite: the answer is {question.answer:g} {question.unit}".rstrip() + "."
-        return ok, f"{head} {question.why}"
+            return None, tr("Type a number first (digits, an optional decimal point).")
+        if abs(value - question.answer) <= question.tolerance:
+            return True, tr("Right. {why}", why=question.why)
+        if question.unit:
+            return False, tr("Not quite: the answer is {answer:g} {unit}. {why}", answer=question.answer,
+                             unit=question.unit, why=question.why)
+        return False, tr("Not quite: the answer is {answer:g}. {why}", answer=question.answer, why=question.why)
     if answer is None:
-        return None, "Pick an answer first."
+        return None, tr("Pick an answer first.")
     choice = question.choices[int(answer)]
-    return choice.correct, ("Right. " if choice.correct else "Not this one. ") + choice.why
+    if choice.correct:
+        return True, tr("Right. {why}", why=choice.why)
+    return False, tr("Not this one. {why}", why=choice.why)
 
 
 def static_html(questions: list[Question], notebook: str) -> str:
@@ -92,20 +116,21 @@ def static_html(questions: list[Question], notebook: str) -> str:
                 f"<li>{'✔' if c.correct else '✘'} <b>{html.escape(c.text)}</b>: {html.escape(c.why)}</li>"
                 for c in q.choices) + "</ul>"
         items.append(f"<li><p>{html.escape(q.text)}</p>{options}"
-                     f"<details><summary>Answer</summary>{answer}</details></li>")
-    return (f'<div class="inferlab-static inferlab-selfcheck"><h3>Self-check ({notebook})</h3>'
-            f"<ol>{''.join(items)}</ol></div>")
+                     f"<details><summary>{html.escape(tr('Answer'))}</summary>{answer}</details></li>")
+    heading = html.escape(tr("Self-check ({notebook})", notebook=notebook))
+    return f'<div class="inferlab-static inferlab-selfcheck"><h3>{heading}</h3><ol>{"".join(items)}</ol></div>'
 
 
 def _question_box(number: int, q: Question) -> w.VBox:
     prompt = w.HTML(f"<b>{number}.</b> {html.escape(q.text)}")
     if q.numeric:
-        entry = w.Text(placeholder=f"a number{f' ({q.unit})' if q.unit else ''}",
+        entry = w.Text(placeholder=tr("a number ({unit})", unit=q.unit) if q.unit else tr("a number"),
                        layout=w.Layout(width="220px"))
     else:
         entry = w.RadioButtons(options=[(c.text, i) for i, c in enumerate(q.choices)], value=None,
                                layout=w.Layout(width="auto"))
-    check, feedback = w.Button(description="Check", layout=w.Layout(width="90px")), w.HTML("")
+    check, feedback = w.Button(description=tr("Check"), layout=w.Layout(width="90px")), w.HTML("")
+    check.add_class("inferlab-selfcheck-check")  # a handle for the browser test in every language
 
     def on_check(_=None):
         ok, why = grade(q, entry.value)
@@ -117,11 +142,15 @@ def _question_box(number: int, q: Question) -> w.VBox:
     return box
 
 
-def self_check(notebook: str, folder: Path = QUESTIONS_DIR) -> w.VBox:
-    """The self-check widget of ``notebook`` ("04"): each question, a Check button, the explanation."""
+def self_check(notebook: str, folder: Path | None = None) -> w.VBox:
+    """The self-check widget of ``notebook`` ("04"): each question, a Check button, the explanation.
+
+    The questions are in the reader's language (``questions_dir()``), unless ``folder`` says where to read them.
+    """
     questions = load_questions(notebook, folder)
-    box = w.VBox([w.HTML(f"<h3>Self-check ({len(questions)} questions)</h3>"),
+    n = len(questions)
+    box = w.VBox([w.HTML(f"<h3>{html.escape(tr('Self-check ({n} questions)', n=n))}</h3>"),
                   *(_question_box(i, q) for i, q in enumerate(questions, start=1))])
     box.add_class("inferlab-selfcheck")
-    return titled(box, f"Self-check: {len(questions)} questions; run the cell to answer them",
+    return titled(box, tr("Self-check: {n} questions; run the cell to answer them", n=n),
                   static_html=static_html(questions, notebook))

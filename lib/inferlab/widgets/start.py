@@ -16,6 +16,7 @@ import html
 import ipywidgets as w
 import torch
 
+from ..i18n import tr
 from ..sampling import SamplingConfig, filter_stages
 from ..viz import show_token
 from ..viz.sampling import Decode, candidate_bars, piece
@@ -25,7 +26,9 @@ from . import message, show_figure
 class PeekView(w.VBox):
     """The peek's widgets; its text and HTML representations (a stored, unrun notebook) describe the view."""
 
-    summary = "Next-token peek: a temperature slider over one next-token distribution"
+    @property
+    def summary(self) -> str:
+        return tr("Next-token peek: a temperature slider over one next-token distribution")
 
     def __repr__(self) -> str:
         return f"<{self.summary}>"
@@ -33,8 +36,9 @@ class PeekView(w.VBox):
     def _repr_mimebundle_(self, **kwargs) -> dict:
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/plain"] = repr(self)
-        bundle["text/html"] = (f"<p><b>{html.escape(self.summary)}.</b><br><i>Interactive view: run this cell in "
-                               "JupyterLab to move the slider.</i></p>")
+        headline = html.escape(tr("{summary}.", summary=self.summary))
+        use = html.escape(tr("Interactive view: run this cell in JupyterLab to move the slider."))
+        bundle["text/html"] = f"<p><b>{headline}</b><br><i>{use}</i></p>"
         return bundle
 
 
@@ -53,6 +57,14 @@ def ranked(row: torch.Tensor, temperature: float, n: int) -> list[tuple[int, flo
     return [(i, float(probs[i]), float(at_one[i])) for i in top]
 
 
+def _candidate(token: str, token_id: int, p: float, p_at_one: float | None) -> str:
+    """One list item: the token, its id and probability (and what it gets at temperature 1, when greedy)."""
+    item = f"<li><code>{html.escape(token)}</code> {html.escape(tr('(id {id}): {p:.1%}', id=token_id, p=p))}"
+    if p_at_one is not None:
+        item += f" <span style='color:#777'>{html.escape(tr('(at temperature 1: {p:.1%})', p=p_at_one))}</span>"
+    return item + "</li>"
+
+
 def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None = None, n: int = 8) -> PeekView:
     """A temperature slider over one next-token distribution: a ranked list and a bar chart of the top ``n``.
 
@@ -66,10 +78,10 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
     """
     if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
         shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise ValueError(f"logits must be a 1-D [vocab] tensor, got {shape}. "
-                         "Fix: pass logits[0] from il.prefill(m, ids) (logits are [batch, vocab]).")
+        raise ValueError(tr("logits must be a 1-D [vocab] tensor, got {shape}. "
+                            "Fix: pass logits[0] from il.prefill(m, ids) (logits are [batch, vocab]).", shape=shape))
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"n={n!r} must be an integer >= 1. Fix: pass n=8.")
+        raise ValueError(tr("n={n!r} must be an integer >= 1. Fix: pass n=8.", n=n))
     row = logits.detach().float().cpu()
     pieces: dict[int, str] = {}
 
@@ -81,11 +93,10 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
     def text_of_ids(ids: list[int]) -> str:  # the decode signature the figure expects
         return "".join(text_of(int(i)) for i in ids)
 
-    slider = w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description="temperature",
+    slider = w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description=tr("temperature"),
                            continuous_update=True, readout_format=".2f")
     text = w.HTML()
     out = w.Output()
-    after = f" after {prompt!r}" if prompt else ""
 
     def draw(_=None) -> None:
         try:
@@ -95,18 +106,23 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
             text.value = message(str(exc))
             return
         rows = ranked(row, cfg.temperature, n)
-        items = "".join(f"<li><code>{html.escape(repr(show_token(text_of(i))))}</code> (id {i}): {p:.1%}"
-                        + (f" <span style='color:#777'>(at temperature 1: {p1:.1%})</span>" if cfg.greedy else "")
-                        + "</li>" for i, p, p1 in rows)
-        label = "greedy: always the top token" if cfg.greedy else f"temperature {cfg.temperature:.2f}"
-        note = "<br><small>in the model's order; greedy gives the top one 100%</small>" if cfg.greedy else ""
+        items = "".join(_candidate(repr(show_token(text_of(i))), i, p, p1 if cfg.greedy else None)
+                        for i, p, p1 in rows)
+        label = (tr("greedy: always the top token") if cfg.greedy
+                 else tr("temperature {t:.2f}", t=cfg.temperature))
+        order = tr("in the model's order; greedy gives the top one 100%")
+        note = f"<br><small>{html.escape(order)}</small>" if cfg.greedy else ""
         text.value = f'<div class="inferlab-peek"><b>{html.escape(label)}</b>{note}<ol>{items}</ol></div>'
         # greedy bars would all be 0 but one: draw the same candidates at temperature 1 instead, in the same order
         shown = row.softmax(-1) if cfg.greedy else probs
-        title = ("Greedy picks the top one; bars: temperature 1" if cfg.greedy
-                 else f"Next token{after} ({label})")
+        if cfg.greedy:
+            title = tr("Greedy picks the top one; bars: temperature 1")
+        elif prompt:
+            title = tr("Next token after {prompt!r} ({label})", prompt=prompt, label=label)
+        else:
+            title = tr("Next token ({label})", label=label)
         fig = candidate_bars(shown, text_of_ids, k=n, title=title, x_max=1.0)
-        show_figure(out, fig, "figure: the next-token candidates")
+        show_figure(out, fig, tr("figure: the next-token candidates"))
 
     slider.observe(draw, names="value")
     draw()

@@ -23,6 +23,7 @@ import time
 import ipywidgets as w
 
 from ..engine import stream
+from ..i18n import by_language, tr
 from ..models import Model
 from . import error_box, message
 
@@ -33,19 +34,33 @@ _BOX = ("font-family:monospace;white-space:pre-wrap;border:1px solid #ddd;border
 _SCROLL = {"max_height": "16em", "overflow_y": "auto", "flex_flow": "column-reverse", "width": "95%"}
 
 
+def _why_stopped(reason: str) -> str:
+    """The engine's ``stop_reason`` (kept in English: it is data) in the reader's language."""
+    if reason == "stop token":
+        return tr("stop token")
+    if reason.startswith("stop string "):
+        return tr("stop string {text}", text=reason.removeprefix("stop string "))
+    return reason  # "max_new_tokens": a parameter's name
+
+
 def _readout(n: int, ttft: float | None, t_last: float | None, done: bool, stop_reason: str = "",
              replay: float | None = None) -> str:
     """One line: TTFT, running TPOT = (t_last - TTFT) / (n - 1), tokens so far."""
     if ttft is None:
-        return '<span style="color:#555">waiting for the first token ...</span>'
+        return f'<span style="color:#555">{html.escape(tr("waiting for the first token ..."))}</span>'
     tpot = (t_last - ttft) / (n - 1) if n > 1 else None
-    parts = [f"<b>TTFT</b> {ttft * 1e3:.1f} ms",
-             f"<b>TPOT</b> {tpot * 1e3:.2f} ms ({1 / tpot:.0f} tokens/s)" if tpot else "<b>TPOT</b> (needs 2 tokens)",
+    # TTFT, TPOT, N and E2E are the names the articles use in both languages
+    tpot_text = (f"{tpot * 1e3:.2f} ms {tr('({rate:.0f} tokens/s)', rate=1 / tpot)}" if tpot
+                 else tr("(needs 2 tokens)"))
+    parts = [f"<b>TTFT</b> {ttft * 1e3:.1f} ms", f"<b>TPOT</b> {html.escape(tpot_text)}",
              f"<b>N</b> {n}", f"<b>E2E</b> {t_last * 1e3:.1f} ms"]
-    state = f"done ({html.escape(stop_reason)})" if done else "streaming ..."
-    if replay:
-        state = f"slow-motion replay at {replay:g} tokens/s; the times are the real run's" + (" (done)" if done else "")
-    return " · ".join(parts) + f' · <span style="color:#555">{state}</span>'
+    if replay and done:
+        state = tr("slow-motion replay at {rate:g} tokens/s; the times are the real run's (done)", rate=replay)
+    elif replay:
+        state = tr("slow-motion replay at {rate:g} tokens/s; the times are the real run's", rate=replay)
+    else:
+        state = tr("done ({reason})", reason=_why_stopped(stop_reason)) if done else tr("streaming ...")
+    return " · ".join(parts) + f' · <span style="color:#555">{html.escape(state)}</span>'
 
 
 class StreamingView(w.VBox):
@@ -58,15 +73,18 @@ class StreamingView(w.VBox):
         self.model, self.sampling, self.stop_at_eos = model, sampling, stop_at_eos
         self.trace = None
         self.stream = None
-        self.prompt_box = w.Textarea(value=prompt, description="prompt", layout=w.Layout(width="95%"))
+        self.prompt_box = w.Textarea(value=prompt, description=tr("prompt"), layout=w.Layout(width="95%"))
         self.tokens = w.IntSlider(value=max(1, min(max_new_tokens, model.info.n_ctx - 1)), min=1,
-                                  max=max(1, min(512, model.info.n_ctx - 1)), description="new tokens",
+                                  max=max(1, min(512, model.info.n_ctx - 1)), description=tr("new tokens"),
                                   continuous_update=False)
-        self.button = w.Button(description="Run again", icon="play", button_style="primary")
-        self.pace = w.FloatSlider(value=5.0, min=0.5, max=30.0, step=0.5, description="tokens/s",
+        self.button = w.Button(description=tr("Run again"), icon="play", button_style="primary")
+        self.pace = w.FloatSlider(value=5.0, min=0.5, max=30.0, step=0.5, description=tr("tokens/s"),
                                   continuous_update=False, readout_format=".1f")
-        self.replay_button = w.Button(description="Replay slowly", icon="step-forward",
-                                      tooltip="replay the last run at the chosen pace (the model does not run)")
+        self.replay_button = w.Button(description=tr("Replay slowly"), icon="step-forward",
+                                      tooltip=tr("replay the last run at the chosen pace (the model does not run)"))
+        # handles for browser tests that do not depend on the language
+        self.button.add_class("inferlab-stream-run")
+        self.replay_button.add_class("inferlab-stream-replay")
         self.text = w.HTML(value=f'<div style="{_BOX}"></div>', layout=w.Layout(**_SCROLL))
         self.readout = w.HTML()
         self.error = error_box()
@@ -81,17 +99,19 @@ class StreamingView(w.VBox):
 
     def __repr__(self) -> str:
         if self.trace is None:
-            return "<Streaming view: press Run again to stream an answer>"
-        lat = self.trace.latency
-        tpot = f", TPOT {lat.tpot * 1e3:.2f} ms" if lat.n_tokens > 1 else ""
-        return (f"<Streaming view: {self.trace.prompt!r} -> {self.trace.text!r} "
-                f"({lat.n_tokens} tokens, TTFT {lat.ttft * 1e3:.1f} ms{tpot})>")
+            return f"<{tr('Streaming view: press Run again to stream an answer')}>"
+        lat, t = self.trace.latency, self.trace
+        run = {"prompt": t.prompt, "text": t.text, "n": lat.n_tokens, "ttft": lat.ttft * 1e3}
+        if lat.n_tokens > 1:
+            return "<" + tr("Streaming view: {prompt!r} -> {text!r} ({n} tokens, TTFT {ttft:.1f} ms, "
+                            "TPOT {tpot:.2f} ms)", tpot=lat.tpot * 1e3, **run) + ">"
+        return "<" + tr("Streaming view: {prompt!r} -> {text!r} ({n} tokens, TTFT {ttft:.1f} ms)", **run) + ">"
 
     def _repr_mimebundle_(self, **kwargs) -> dict:
         bundle = super()._repr_mimebundle_(**kwargs) or {}
         bundle["text/plain"] = repr(self)
-        bundle["text/html"] = (f"{self.text.value}{self.readout.value}<p><i>Interactive view: run this cell in "
-                               "JupyterLab to stream a new answer or replay it slowly.</i></p>")
+        use = tr("Interactive view: run this cell in JupyterLab to stream a new answer or replay it slowly.")
+        bundle["text/html"] = f"{self.text.value}{self.readout.value}<p><i>{html.escape(use)}</i></p>"
         return bundle
 
     def run(self) -> None:
@@ -124,10 +144,10 @@ class StreamingView(w.VBox):
         The engine's ``Stream`` replays its events from memory: the model does not run again.
         """
         if self.stream is None:
-            self.error.value = message("Nothing to replay yet: press Run again first.", kind="info")
+            self.error.value = message(tr("Nothing to replay yet: press Run again first."), kind="info")
             return
         if not isinstance(tokens_per_s, (int, float)) or not tokens_per_s > 0:
-            self.error.value = message(f"tokens_per_s={tokens_per_s!r} must be a number > 0, e.g. 5.")
+            self.error.value = message(tr("tokens_per_s={value!r} must be a number > 0, e.g. 5.", value=tokens_per_s))
             return
         self.error.value = ""
         self.replay_button.disabled = self.button.disabled = True
@@ -147,13 +167,14 @@ class StreamingView(w.VBox):
             self.replay_button.disabled = self.button.disabled = False
 
 
-def streaming_view(model: Model, prompt: str = "To be, or not to be", max_new_tokens: int = 40, *,
+def streaming_view(model: Model, prompt: str | None = None, max_new_tokens: int = 40, *,
                    stop_at_eos: bool = True, run: bool = True, **sampling) -> StreamingView:
     """A live view of one streamed answer with a running TTFT/TPOT readout and a "Run again" button.
 
     Args:
         model: from ``inferlab.load()``.
-        prompt: the starting text (the learner can edit it in the widget).
+        prompt: the starting text (the learner can edit it in the widget); default: a line of Shakespeare,
+            or of Li Bai when the language is Chinese.
         max_new_tokens: the slider's starting value.
         stop_at_eos: stop at ``<|endoftext|>``.
         run: stream once right away (so a static export shows a finished answer).
@@ -164,6 +185,8 @@ def streaming_view(model: Model, prompt: str = "To be, or not to be", max_new_to
         >>> view = streaming_view(m, "ROMEO.", max_new_tokens=30, temperature=0.8, seed=0)  # doctest: +SKIP
         >>> view                                                                             # doctest: +SKIP
     """
+    if prompt is None:
+        prompt = by_language(en="To be, or not to be", zh="床前明月光，")
     view = StreamingView(model, prompt, max_new_tokens, stop_at_eos, sampling)
     if run:
         view.run()

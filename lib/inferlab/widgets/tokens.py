@@ -12,11 +12,12 @@ from collections.abc import Callable, Mapping
 
 import ipywidgets as w
 
+from ..i18n import tr
 from ..tokens import BPE, EXAMPLES, MAX_CHARS, gpt2_bpe, tokenize, visible
 from ..viz.tokens import byte_map_html, chips_html, merge_table_html, stats_html
 from . import message, titled
 
-_TYPED = "(your own text)"
+_TYPED = "(your own text)"  # the dropdown's value for typed text; its label is in the reader's language
 DEBOUNCE_S = 0.15  # redraw this long after the last keystroke (Transformer Explainer waits about as long)
 
 
@@ -80,20 +81,22 @@ def token_box(tokenizer, text: str | None = None, examples: Mapping[str, str] = 
     """
     names = [_TYPED, *examples]
     first = next(iter(examples.values()), "") if text is None else text
-    pick = w.Dropdown(options=names, value=names[1] if text is None and examples else _TYPED,
-                      description="Example:", layout=w.Layout(width="320px"))
-    box = w.Textarea(value=first, placeholder="Type any text...", continuous_update=True,
+    pick = w.Dropdown(options=[(tr("(your own text)"), _TYPED), *((name, name) for name in examples)],
+                      value=names[1] if text is None and examples else _TYPED,
+                      description=tr("Example:"), layout=w.Layout(width="320px"))
+    box = w.Textarea(value=first, placeholder=tr("Type any text..."), continuous_update=True,
                      layout=w.Layout(width="100%", height="90px"))
     view = w.HTML()
 
     def redraw(_=None) -> None:
         t = box.value
         if not t:
-            view.value = message("The box is empty: type some text (or pick an example) to see its tokens.", "info")
+            view.value = message(tr("The box is empty: type some text (or pick an example) to see its tokens."),
+                                 "info")
             return
         if len(t) > max_chars:
-            view.value = message(f"That text has {len(t):,} characters; this box shows at most {max_chars:,}. "
-                                 "Paste a shorter piece.")
+            view.value = message(tr("That text has {n:,} characters; this box shows at most {max_chars:,}. "
+                                    "Paste a shorter piece.", n=len(t), max_chars=max_chars))
             return
         try:
             tok = tokenize(tokenizer, t, max_chars=max_chars)
@@ -116,8 +119,8 @@ def token_box(tokenizer, text: str | None = None, examples: Mapping[str, str] = 
     pick.observe(choose, names="value")
     box.observe(typed, names="value")
     redraw()
-    view_box = titled(w.VBox([pick, box, view]), "Token box: type any text (or pick an example) and its tokens "
-                      "appear as chips as you type; run the cell to use it")
+    view_box = titled(w.VBox([pick, box, view]), tr("Token box: type any text (or pick an example) and its "
+                                                    "tokens appear as chips as you type; run the cell to use it"))
     view_box.debouncer = later  # type: ignore[attr-defined]
     return view_box
 
@@ -130,9 +133,9 @@ def bpe_stepper(text: str = " inference", bpe: BPE | None = None) -> w.VBox:
         bpe: the hand-written tokenizer (default: GPT-2's files, ``inferlab.tokens.gpt2_bpe()``).
     """
     bpe = bpe or gpt2_bpe()
-    box = w.Text(value=text, description="Text:", continuous_update=False, layout=w.Layout(width="420px"))
-    chunk = w.Dropdown(description="Chunk:", layout=w.Layout(width="320px"))
-    step = w.IntSlider(value=0, min=0, max=0, description="Merges:", continuous_update=True)
+    box = w.Text(value=text, description=tr("Text:"), continuous_update=False, layout=w.Layout(width="420px"))
+    chunk = w.Dropdown(description=tr("Chunk:"), layout=w.Layout(width="320px"))
+    step = w.IntSlider(value=0, min=0, max=0, description=tr("Merges:"), continuous_update=True)
     view = w.HTML()
     works: dict[str, object] = {}
 
@@ -154,12 +157,12 @@ def bpe_stepper(text: str = " inference", bpe: BPE | None = None) -> w.VBox:
         works.clear()
         if not box.value:
             chunk.options = []
-            view.value = message("Type a word (try ' inference' with its leading space, or '量子').", "info")
+            view.value = message(tr("Type a word (try ' inference' with its leading space, or '量子')."), "info")
             return
         if len(box.value) > 200:
             chunk.options = []
-            view.value = message(f"{len(box.value):,} characters is too long to step through; type one word or "
-                                 "a short phrase (200 characters at most).")
+            view.value = message(tr("{n:,} characters is too long to step through; type one word or "
+                                    "a short phrase (200 characters at most).", n=len(box.value)))
             return
         try:
             chunks = bpe.encode_and_show_work(box.value)
@@ -177,5 +180,5 @@ def bpe_stepper(text: str = " inference", bpe: BPE | None = None) -> w.VBox:
     chunk.observe(pick, names="value")
     step.observe(show, names="value")
     split()
-    return titled(w.VBox([w.HBox([box, chunk]), step, view]), "BPE stepper: type a word, pick a chunk and move "
-                  "the slider one merge at a time; run the cell to use it")
+    return titled(w.VBox([w.HBox([box, chunk]), step, view]), tr(
+        "BPE stepper: type a word, pick a chunk and move the slider one merge at a time; run the cell to use it"))
