@@ -226,6 +226,17 @@ def test_streamed_text_never_shows_half_a_character(model):
     assert text.add(byte_ids[1]) == "é"
 
 
+def test_a_run_that_ends_inside_a_character_never_shows_it(model):
+    # "明" is e6 98 8e: GPT-2 splits it into two tokens (e6 98 | 8e). Stop after the first of them.
+    tok = model.tokenizer
+    first, rest = model.encode("明")
+    assert tok.decode([first]) == "\ufffd"  # on its own, the first token decodes to U+FFFD
+    text = TextAssembler(tok)
+    assert text.add(model.encode("A")[0]) == "A"
+    assert text.add(first, final=True) == ""  # the run ended: the missing byte never comes, nothing shown
+    assert text.text == "A" and text.unfinished == 1
+
+
 def test_streamed_text_holds_back_a_possible_stop_string(model):
     tok = model.tokenizer
     text = TextAssembler(tok, stop_strings=["\n\n"])

@@ -192,7 +192,9 @@ class TextAssembler:
 
     Holds back a trailing incomplete character (shown as U+FFFD by the decoder) until its last byte
     arrives, and any ending that could be the start of a stop string until it is settled. When a stop
-    string appears, ``stop_hit`` names it and ``text`` is cut before it.
+    string appears, ``stop_hit`` names it and ``text`` is cut before it. When the run ends in the middle
+    of a character (``final`` with bytes still missing), those bytes are never shown: ``text`` ends at the
+    last whole character and ``unfinished`` counts the characters left incomplete (0 or 1).
     """
 
     def __init__(self, tokenizer, stop_strings: Sequence[str] = ()) -> None:
@@ -201,6 +203,7 @@ class TextAssembler:
         self.text = ""
         self.shown = 0
         self.stop_hit: str | None = None
+        self.unfinished = 0
 
     def add(self, token: int, *, final: bool = False) -> str:
         """Take one more token; return the text it makes safe to show (``final``: show all that is left)."""
@@ -212,8 +215,10 @@ class TextAssembler:
             self.text = text[:at]
             return self._show(len(self.text))
         self.text = text
-        if final:
-            return self._show(len(text))
+        if final:  # a character still missing bytes will never get them: leave it out rather than show U+FFFD
+            self.text = text.rstrip("\ufffd")
+            self.unfinished = int(len(self.text) < len(text))
+            return self._show(len(self.text))
         safe = len(text.rstrip("\ufffd"))
         return self._show(safe - _partial_stop(text[:safe], self.stop_strings))
 
