@@ -35,6 +35,7 @@ from . import _hf, fast_choice
 from .engine import as_ids
 from .errors import bad_value
 from .generation import GenerationConfig, TextAssembler, next_text
+from .i18n import tr
 from .models import Model
 from .sampling import SamplingConfig, sample
 from .timing import clock
@@ -195,11 +196,13 @@ class FastDecoder:
         return sum(t.numel() * t.element_size() for t in [*self.k, *self.v, *copies] if t is not None)
 
     def __repr__(self) -> str:
-        mode = "compiled" if self.compiled else "eager"
+        mode = tr("compiled") if self.compiled else tr("eager")
         mode += " + CUDA graph" if self.cuda_graph else ""
-        chosen = f", chosen: {self.choice.summary()}" if self.choice is not None else ""
-        return (f"FastDecoder({self.model.info.name}, {mode}, weights {self.weights}, batch {self.batch}, "
-                f"{self.tokens}/{self.max_tokens} slots used, +{self.extra_bytes / 1e6:.1f} MB{chosen})")
+        chosen = tr(", chosen: {summary}", summary=self.choice.summary()) if self.choice is not None else ""
+        return tr("FastDecoder({name}, {mode}, weights {weights}, batch {batch}, {tokens}/{max_tokens} slots used, "
+                  "+{mb:.1f} MB{chosen})", name=self.model.info.name, mode=mode, weights=self.weights,
+                  batch=self.batch, tokens=self.tokens, max_tokens=self.max_tokens, mb=self.extra_bytes / 1e6,
+                  chosen=chosen)
 
     # ------------------------------------------------------------------ the arithmetic
     def _block(self, i: int, x: torch.Tensor, pos, n: int | None, mask) -> torch.Tensor:

@@ -30,6 +30,7 @@ from pathlib import Path
 
 import torch
 
+from .i18n import tr
 from .timing import interleave, summarize, time_call
 
 ROUNDS = 3  # interleaved rounds per candidate (after one warm-up step each)
@@ -115,11 +116,13 @@ class Choice:
 
     def summary(self) -> str:
         """One line: which layout won and by how much."""
+        source = {"measured": tr("measured"), "cached": tr("cached"),
+                  "only candidate": tr("only candidate")}.get(self.source, self.source)
         if self.runner_up is None:
-            return f"{self.winner} ({self.source})"
-        ms = self.step_s[self.winner] * 1e3
-        return (f"{self.winner} won: {ms:.2f} ms/step, {self.margin:.2f}x faster than {self.runner_up} "
-                f"({self.step_s[self.runner_up] * 1e3:.2f} ms); {self.source}")
+            return tr("{winner} ({source})", winner=self.winner, source=source)
+        return tr("{winner} won: {ms:.2f} ms/step, {margin:.2f}x faster than {runner_up} ({runner_ms:.2f} ms); "
+                  "{source}", winner=self.winner, ms=self.step_s[self.winner] * 1e3, margin=self.margin,
+                  runner_up=self.runner_up, runner_ms=self.step_s[self.runner_up] * 1e3, source=source)
 
     def __repr__(self) -> str:
         return f"Choice({self.summary()})"
