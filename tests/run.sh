@@ -12,4 +12,6 @@ python install.py -q   # the torch build for this machine (kept when present), t
 export HF_HUB_OFFLINE=1 INFERLAB_MODEL=bundled   # CI and this suite run on the bundled model, no network
 ruff check .
 python -m inferlab.tools.notebook_tools check
-python -m pytest "$@"
+# Two workers: a notebook (its cells share one kernel) or a test file stays on one worker. INFERLAB_TEST_WORKERS=0
+# runs everything in this process, in order.
+python -m pytest -n "${INFERLAB_TEST_WORKERS:-2}" --dist loadfile "$@"

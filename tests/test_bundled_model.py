@@ -46,3 +46,13 @@ def test_a_chinese_stream_never_shows_a_replacement_character(model, seed):
     shown = [e.text for e in events]
     assert not any("\ufffd" in t for t in shown), shown
     assert HAN.search("".join(shown)), shown
+
+
+def test_thinking_split_of_a_chinese_answer_shows_whole_characters(model):
+    from inferlab.measure.latency import split_thinking
+
+    trace = il.generate(model, "床前明月光，", max_new_tokens=12, seed=1, stop_at_eos=False)
+    assert any("\ufffd" in p for p in trace.generated_pieces)  # tokens alone: byte pieces
+    for budget in range(1, 11):  # wherever the cut falls, each side shows only whole characters
+        hidden, visible, _ = split_thinking(trace, budget)
+        assert "\ufffd" not in hidden + visible and hidden + visible == trace.text

@@ -185,3 +185,14 @@ def test_repeated_chips_and_sample_tables_size_by_width(lang):
                                   ("max_new_tokens",), {2: 1.0}, -3.0)
     # one column: int(220 * 4 / 5.4) = 162 columns a line; 100 Chinese characters take 200 columns: 2 lines
     assert vs.samples_table([res]).layout.height == 150 + (2 * 15 + 12)
+
+
+def test_word_labels_move_apart_when_points_crowd():
+    from inferlab.viz.embeddings import label_positions
+
+    # Three words on nearly the same spot, one far away: the crowded ones take three different spots,
+    # the lonely one keeps the default (above its point).
+    spots = label_positions([(0.0, 0.0), (0.001, 0.0), (0.0, 0.001), (10.0, 10.0)],
+                            ["mother", "father", "sister", "seven"])
+    assert len(set(spots[:3])) == 3 and spots[3] == "top center"
+    assert label_positions([], []) == []

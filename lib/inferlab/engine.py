@@ -182,7 +182,7 @@ def _loop(model: Model, ids: list[int], config: GenerationConfig, recorder: Reco
             input_ids=(list(ids) if index == 0 else [sequence[-2]]) if config.use_cache else sequence[:-1],
             position=(0 if index == 0 else len(sequence) - 2) if config.use_cache else 0,
             token_id=token, t_start=t_start, t_end=t_end, sampling=work), cache)
-        trace.add_token(token, model.decode([token]), t_end)
+        trace.add_token(token, model.decode([token]), t_end, piece)
         yield TokenEvent(index, token, piece, t_end, t_end - t_start)                           # emit
         if stop is not None:                                                                   # stop?
             trace.stop_reason, trace.text = stop, text.text

@@ -343,8 +343,9 @@ class FastDecoder:
         logits = self.prefill([ids])                                                  # prefill, once
         for index in range(config.max_new_tokens):
             token = int(sample(logits[0], config.sampling, generator))                # sample
-            trace.add_token(token, self.model.decode([token]), clock(device) - t_req)  # emit
-            _piece, stop = next_text(self.model, config, text, token, index)
+            t_emit = clock(device) - t_req                                            # emit
+            piece, stop = next_text(self.model, config, text, token, index)
+            trace.add_token(token, self.model.decode([token]), t_emit, piece)
             if stop is not None:                                                      # stop?
                 trace.stop_reason, trace.text = stop, text.text
                 return trace

@@ -80,7 +80,8 @@ class Trace:
     prompt_ids: list[int]
     prompt_pieces: list[str]
     generated_ids: list[int] = field(default_factory=list)
-    generated_pieces: list[str] = field(default_factory=list)
+    generated_pieces: list[str] = field(default_factory=list)  # each token decoded alone (U+FFFD for a byte piece)
+    shown_pieces: list[str] = field(default_factory=list)  # what the stream showed at each token (never U+FFFD)
     text: str = ""
     stop_reason: str = ""
     steps: list[StepRecord] = field(default_factory=list)
@@ -91,10 +92,11 @@ class Trace:
     settings: dict = field(default_factory=dict)
     model: dict = field(default_factory=dict)
 
-    def add_token(self, token_id: int, piece: str, t: float) -> None:
-        """Append one generated token, its text piece and the time its id was on the host."""
+    def add_token(self, token_id: int, piece: str, t: float, shown: str = "") -> None:
+        """Append one generated token, its text piece, the time its id was on the host, and what was shown then."""
         self.generated_ids.append(token_id)
         self.generated_pieces.append(piece)
+        self.shown_pieces.append(shown)
         self.token_times.append(t)
 
     @property
@@ -162,7 +164,7 @@ class Trace:
         return {
             "prompt": self.prompt, "prompt_ids": self.prompt_ids, "prompt_pieces": self.prompt_pieces,
             "generated_ids": self.generated_ids, "generated_pieces": self.generated_pieces,
-            "text": self.text, "stop_reason": self.stop_reason, "steps": steps,
+            "shown_pieces": self.shown_pieces, "text": self.text, "stop_reason": self.stop_reason, "steps": steps,
             "tokenize_seconds": self.tokenize_seconds, "token_times": self.token_times,
             "embeddings": None if self.embeddings is None else {k: tensor(v) for k, v in self.embeddings.items()},
             "recorded": list(self.recorded), "settings": self.settings, "model": self.model,
@@ -201,7 +203,8 @@ class Trace:
         emb = d.get("embeddings")
         return cls(
             prompt=d["prompt"], prompt_ids=d["prompt_ids"], prompt_pieces=d["prompt_pieces"],
-            generated_ids=d["generated_ids"], generated_pieces=d["generated_pieces"], text=d["text"],
+            generated_ids=d["generated_ids"], generated_pieces=d["generated_pieces"],
+            shown_pieces=d.get("shown_pieces", []), text=d["text"],
             stop_reason=d["stop_reason"], steps=steps, tokenize_seconds=d["tokenize_seconds"],
             token_times=d["token_times"],
             embeddings=None if emb is None else {k: torch.tensor(v) for k, v in emb.items()},

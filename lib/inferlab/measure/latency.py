@@ -280,12 +280,17 @@ def token_times(latency: Latency) -> list[float]:
 
 
 def split_thinking(trace: Trace, budget: int) -> tuple[str, str, Latency]:
-    """(hidden text, visible text, the visible part's latency measured from the request)."""
+    """(hidden text, visible text, the visible part's latency measured from the request).
+
+    The texts are what a stream showed token by token (``trace.shown_pieces``), so a character cut between
+    the last hidden token and the first visible one is shown whole on the visible side, never as U+FFFD.
+    """
     if not 0 <= budget < len(trace.token_times):
         raise bad_value("budget", budget, f"0 <= budget < {len(trace.token_times)} generated tokens",
                         "generate more tokens than the thinking budget")
-    hidden = "".join(trace.generated_pieces[:budget])
-    return hidden, "".join(trace.generated_pieces[budget:]), Latency.from_times(0.0, trace.token_times[budget:])
+    shown = trace.shown_pieces or trace.generated_pieces  # a trace saved before shown_pieces existed
+    hidden = "".join(shown[:budget])
+    return hidden, "".join(shown[budget:]), Latency.from_times(0.0, trace.token_times[budget:])
 
 
 def thinking_sweep(model: Model, prompt: str, budgets: Sequence[int] = (0, 8, 16, 32), *, answer_tokens: int = 8,

@@ -17,7 +17,7 @@ from plotly.subplots import make_subplots
 from ..embeddings import FirstResidual, Neighbours, Projection
 from ..i18n import tr
 from ..tokens import visible
-from . import PALETTE, base_layout, require
+from . import PALETTE, base_layout, require, text_width
 
 _DIVERGING = "RdBu_r"
 
@@ -176,6 +176,44 @@ def neighbour_bars(nb: Neighbours, *, show_chance: bool = True, lines: dict[str,
                        height=max(300, 120 + 26 * len(nb.items)))
 
 
+# Where a word's label may sit around its point, in order of preference, and the offset of the label's box
+# centre from the point (in label heights / label widths).
+_LABEL_SPOTS = {"top center": (0.0, 0.75), "bottom center": (0.0, -0.75), "middle right": (0.6, 0.0),
+                "middle left": (-0.6, 0.0), "top right": (0.55, 0.7), "bottom left": (-0.55, -0.7),
+                "top left": (-0.55, 0.7), "bottom right": (0.55, -0.7)}
+
+
+def label_positions(xy: list[tuple[float, float]], words: list[str], *, width_px: float = 900,
+                    height_px: float = 440, font_px: float = 12) -> list[str]:
+    """A plotly ``textposition`` per point so that word labels overlap each other as little as possible.
+
+    Greedy: each label takes the first spot around its point whose box (measured in pixels of a figure of
+    ``width_px`` x ``height_px``) overlaps no label placed before it, else the spot that overlaps least.
+    """
+    if not xy:
+        return []
+    xs, ys = [p[0] for p in xy], [p[1] for p in xy]
+    sx = width_px / ((max(xs) - min(xs)) or 1.0)
+    sy = height_px / ((max(ys) - min(ys)) or 1.0)
+    placed: list[tuple[float, float, float, float]] = []  # label boxes: x0, y0, x1, y1 in pixels
+    out = []
+    for (x, y), word in zip(xy, words, strict=True):
+        w, h = font_px * 0.6 * max(1, text_width(word)) + 4, font_px * 1.3
+        best, best_overlap = "top center", None
+        for spot, (dx, dy) in _LABEL_SPOTS.items():
+            cx, cy = x * sx + dx * w, y * sy + dy * h * 1.4
+            box = (cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2)
+            overlap = sum(max(0.0, min(box[2], b[2]) - max(box[0], b[0]))
+                          * max(0.0, min(box[3], b[3]) - max(box[1], b[1])) for b in placed)
+            if best_overlap is None or overlap < best_overlap:
+                best, best_overlap, best_box = spot, overlap, box
+            if overlap == 0:
+                break
+        placed.append(best_box)
+        out.append(best)
+    return out
+
+
 def pca_scatter(p: Projection, *, title: str | None = None) -> go.Figure:
     """Words on their top principal components (2-D or 3-D), one colour per group; hover shows the word."""
     require(isinstance(p, Projection), tr("pca_scatter needs VocabSpace.project(groups, dims)"))
@@ -183,11 +221,13 @@ def pca_scatter(p: Projection, *, title: str | None = None) -> go.Figure:
     require(dims in (2, 3), tr("the projection has {dims} axes; pca_scatter draws 2 or 3", dims=dims))
     axes = [tr("PC{n} ({share:.0%} of variance)", n=i + 1, share=e) for i, e in enumerate(p.explained)]
     fig = go.Figure()
+    spots = label_positions([tuple(c[:2]) for c in p.coords.tolist()], list(p.words)) if dims == 2 else None
     for gi, group in enumerate(dict.fromkeys(p.groups)):
         idx = [i for i, g in enumerate(p.groups) if g == group]
         xyz = p.coords[idx].tolist()
         common = {"name": group, "text": [p.words[i] for i in idx], "mode": "markers+text",
-                  "textposition": "top center", "marker": {"color": PALETTE[gi % len(PALETTE)], "size": 7},
+                  "textposition": [spots[i] for i in idx] if spots else "top center",
+                  "marker": {"color": PALETTE[gi % len(PALETTE)], "size": 7},
                   "hovertemplate": f"%{{text}} ({group})<extra></extra>"}
         if dims == 2:
             fig.add_trace(go.Scatter(x=[c[0] for c in xyz], y=[c[1] for c in xyz], **common))
