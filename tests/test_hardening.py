@@ -229,7 +229,7 @@ def test_streamed_text_never_shows_half_a_character(model):
 def test_a_run_that_ends_inside_a_character_never_shows_it(model):
     # "明" is e6 98 8e: GPT-2 splits it into two tokens (e6 98 | 8e). Stop after the first of them.
     tok = model.tokenizer
-    first, rest = model.encode("明")
+    first, _rest = model.encode("明")
     assert tok.decode([first]) == "\ufffd"  # on its own, the first token decodes to U+FFFD
     text = TextAssembler(tok)
     assert text.add(model.encode("A")[0]) == "A"
