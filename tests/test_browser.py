@@ -165,9 +165,9 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
             arg=before, timeout=30_000)
         assert view.inner_text() != before
         if name.startswith("zh/"):  # the Chinese edition: Chinese labels, drawn as characters, not boxes
-            titles = " ".join(page.locator(".js-plotly-plot .gtitle, .js-plotly-plot .xtitle").all_inner_texts())
-            labels = " ".join(page.locator(".widget-label, .widget-button, .jp-RenderedHTMLCommon h1")
-                              .all_inner_texts())
+            texts = "(sel) => [...document.querySelectorAll(sel)].map(e => e.textContent || '').join(' ')"
+            titles = page.evaluate(texts, ".js-plotly-plot .gtitle, .js-plotly-plot .xtitle")  # SVG text: no innerText
+            labels = page.evaluate(texts, ".widget-label, .widget-button, .jp-RenderedHTMLCommon h1")
             assert CJK.search(titles), f"figure titles are not Chinese: {titles[:200]}"
             assert CJK.search(labels), f"widget labels and headings are not Chinese: {labels[:200]}"
             assert page.evaluate(GLYPH_JS, "首字延迟"), "Chinese text renders as boxes: install a CJK font"
