@@ -12,6 +12,7 @@ python install.py -q   # the torch build for this machine (kept when present), t
 export HF_HUB_OFFLINE=1 INFERLAB_MODEL=bundled   # CI and this suite run on the bundled model, no network
 ruff check .
 python -m inferlab.tools.notebook_tools check
-# Two workers: a notebook (its cells share one kernel) or a test file stays on one worker. INFERLAB_TEST_WORKERS=0
-# runs everything in this process, in order.
-python -m pytest -n "${INFERLAB_TEST_WORKERS:-2}" --dist loadfile "$@"
+# One process by default: on 2 cores two workers made the timing cells 4x slower (05's cache comparison 212 s
+# against 49 s alone) and the whole run longer. INFERLAB_TEST_WORKERS=N runs N workers (a notebook, whose cells
+# share one kernel, or a test file stays on one worker), for machines with cores to spare.
+python -m pytest -n "${INFERLAB_TEST_WORKERS:-0}" --dist loadfile "$@"
