@@ -14,7 +14,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-import torch
+from test_heads import scores_with  # hand-made HeadScores, one strong head of each kind
 
 from inferlab import cost, heads, i18n, narrate
 from inferlab.measure import CacheComparison, TpotVerdict
@@ -47,15 +47,6 @@ def zh():
     yield
     i18n._chosen = before
 
-
-def scores_with(induction_at: tuple[int, int], previous_at: tuple[int, int] | None, value: float = 0.5):
-    """Hand-made HeadScores [3 layers, 2 heads] (as in test_heads.py): even spread 0.1, one strong head per kind."""
-    prev, ind = torch.full((3, 2), 0.1), torch.full((3, 2), 0.1)
-    ind[induction_at] = value
-    if previous_at is not None:
-        prev[previous_at] = 0.9
-    return heads.HeadScores(prev, torch.full((3, 2), 0.1), ind, {"previous": 0.1, "first": 0.1, "induction": 0.1},
-                            repeated=None, repeat_len=4)
 
 
 def comparison(cached_step: float, uncached_steps: tuple[float, ...]) -> CacheComparison:
