@@ -137,7 +137,7 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
     base, token, _ = lab
     shot = name.replace("/", "-").removesuffix(".ipynb")
-    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})  # a laptop's width
     page = context.new_page()
     console_errors: list[str] = []
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
@@ -164,6 +164,12 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
             "(b) => { const v = document.querySelector('.inferlab-peek'); return v && v.innerText !== b; }",
             arg=before, timeout=30_000)
         assert view.inner_text() != before
+        # Nothing in the peek view is cut at a laptop's width: no box scrolls sideways, no bar label is clipped.
+        cut = page.evaluate("() => [...document.querySelectorAll('.inferlab-peek-box, .inferlab-peek-box *')]"
+                            ".filter(e => e.scrollWidth > e.clientWidth + 1"
+                            " && getComputedStyle(e).overflowX !== 'visible')"
+                            ".map(e => e.className + ': ' + (e.textContent || '').slice(0, 40))")
+        assert not cut, f"cut at 1280 px: {cut}"
         if name.startswith("zh/"):  # the Chinese edition: Chinese labels, drawn as characters, not boxes
             texts = "(sel) => [...document.querySelectorAll(sel)].map(e => e.textContent || '').join(' ')"
             titles = page.evaluate(texts, ".js-plotly-plot .gtitle, .js-plotly-plot .xtitle")  # SVG text: no innerText

@@ -109,6 +109,8 @@ def test_lists_and_tables_in_chinese(zh):
     table = n04.tpot_verdict(VERDICT)
     assert table.startswith("| 测量 | 结果 |\n|---|---|\n") and "**1.2 倍**" in table  # 25 ms / 20 ms
     assert "“这主要看硬件 GPU 的算力”" in chinese(table)  # article 004, quoted in its own words
+    groups = chinese(narrate.n02.cohesion({"numbers": (0.6, 0.1), "days": (0.15, 0.1)}, 0.31))
+    assert "| 数字 | 0.60 | 0.10 | +0.50 |" in groups and "| 星期 |" in groups and "**数字**" in groups
 
 
 def test_the_other_articles_quotes_in_chinese(zh):

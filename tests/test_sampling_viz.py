@@ -70,6 +70,15 @@ def test_sample_many_seeds_and_logprob_match_a_reference(model):
 HAND = torch.tensor([2.0, 1.0, 0.0])  # softmax 0.6652, 0.2447, 0.0900 (worked in test_sampling.py)
 
 
+def test_candidate_bars_from_a_models_decode_show_bytes_not_replacement(model):
+    ids = model.encode("床前")  # four tokens, each part of a character
+    probs = torch.zeros(model.info.vocab_size, dtype=torch.float64)
+    probs[ids] = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)
+    labels = list(vs.candidate_bars(probs, model.decode, k=4).data[0].y)
+    assert not any("\ufffd" in label for label in labels)
+    assert f"'⟨e5⟩⟨ba⟩' {ids[0]}" in labels
+
+
 def test_candidate_bars_shows_text_and_ids():
     fig = vs.candidate_bars(toy_logits().softmax(-1), PIECES, k=4)
     bar = fig.data[0]

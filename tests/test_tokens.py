@@ -140,6 +140,13 @@ def test_no_replacement_character_anywhere(tok):
         assert all("\ufffd" not in p.describe() and "\ufffd" not in p.label for p in t.pieces)
 
 
+def test_piece_text_shows_bytes_for_part_of_a_character(tok):
+    ids = tok("什么是", add_special_tokens=False).input_ids
+    assert [T.piece_text(tok, i) for i in ids] == ["⟨e4⟩⟨bb⟩", "⟨80⟩", "⟨e4⟩⟨b9⟩", "⟨88⟩", "是"]
+    assert T.piece_text(tok, tok.eos_token_id) == "<|endoftext|>"
+    assert T.piece_text(tok, tok(" world").input_ids[0]) == " world"
+
+
 def test_counts_and_special(tok):
     t = T.tokenize(tok, "a<|endoftext|>é")
     assert t.n_chars == 15 and t.n_bytes == 16

@@ -61,7 +61,6 @@ def test_a_poem_reads_title_author_then_its_lines(train):
 
 
 def test_poems_are_converted_to_simplified_characters(train, tmp_path, monkeypatch):
-    pytest.importorskip("opencc", reason="training-only dependency: pip install -r data/requirements-train.txt")
     archive = tmp_path / "chinese-poetry-2.0.1.tgz"
     with tarfile.open(archive, "w:gz") as tar:
         data = json.dumps([_poem("靜夜思", "李白", "牀前看月光，疑是地上霜。", "舉頭望山月，低頭思故鄉。")]).encode()

@@ -16,11 +16,13 @@ import torch
 
 from inferlab import attention as A
 from inferlab import cost, diversity, i18n, measure
+from inferlab.embeddings import Projection
 from inferlab.measure import Sweep
 from inferlab.sampling import SamplingConfig, filter_stages
 from inferlab.tokens import TextCost
 from inferlab.viz import FONT, clip, text_width
 from inferlab.viz import attention as va
+from inferlab.viz import embeddings as ve
 from inferlab.viz import heads as vh
 from inferlab.viz import kvcache as vk
 from inferlab.viz import latency as vl
@@ -34,7 +36,7 @@ CJK = re.compile(r"[\u3400-\u9fff]")
 ALLOWED = {
     "token", "tokens", "Prefill", "Decode", "KV", "Cache", "TTFT", "TPOT", "Top", "softmax", "logits", "logit",
     "inf", "sqrt", "head_dim", "d_model", "batch", "heads", "query_pos", "key_pos", "eager", "flash", "Flash",
-    "Attention", "FLOP", "FLOPs", "GFLOP", "min", "nats", "customdata", "extra", "text", "sub",
+    "Attention", "FLOP", "FLOPs", "GFLOP", "min", "nats", "customdata", "extra", "text", "sub", "PCA", "PC1", "PC2",
     "GPT", "gpt2", "cpu", "float32", "fake", "prefill", "decode", "English", "Chinese",
 }
 PIECES = ["床", "前", "明", "月"]
@@ -63,6 +65,8 @@ COMPARISON = measure.CacheComparison(
     uncached_times=((0.02, 0.03, 0.04), (0.02, 0.05, 0.04)), max_abs_diff=(0.0, 1e-6, 2e-6),
     max_logit=(10.0,) * 3, device="cpu", dtype="float32", model="fake")
 STAGES = filter_stages(torch.tensor([2.0, 1.0, 0.0, -1.0]), SamplingConfig(temperature=0.8, top_k=3, top_p=0.9))
+PCA = Projection(["one", "two", "king", "queen"], ["numbers", "numbers", "rank", "rank"],
+                 torch.tensor([[0.0, 1.0], [0.2, 0.9], [1.0, 0.0], [0.9, 0.1]]), [0.6, 0.3])
 KV = [(torch.randn(1, 2, 5, 4, generator=torch.Generator().manual_seed(i)),) * 2 for i in range(2)]
 
 FIGURES = {
@@ -80,6 +84,7 @@ FIGURES = {
     "candidates": lambda: vs.candidate_bars(STAGES.probs["model"], PIECES, k=3),
     "stages": lambda: vs.stage_distributions(STAGES, PIECES),
     "removed": lambda: vs.removed_mass(STAGES.stages),
+    "pca": lambda: ve.pca_scatter(PCA),
     "cost_bars": lambda: vt.cost_bars([TextCost("English", 10, 45, 45), TextCost("Chinese", 19, 12, 36)]),
 }
 

@@ -23,6 +23,7 @@ from .errors import bad_value, check_number
 from .hooks import capture
 from .i18n import tr
 from .models import Model
+from .tokens import piece_text
 from .trace import Trace
 
 
@@ -86,7 +87,7 @@ def record_patterns(model: Model, ids, *, max_attention_bytes: int = DEFAULT_MAX
         attention = torch.stack(store.attention())  # [layers, heads, query_pos, key_pos]
         residual = store.residual()  # [layers + 1, tokens, d_model]
     ids_list = [int(i) for i in t[0]]
-    return Patterns(ids_list, [model.decode([i]) for i in ids_list], attention.float().cpu(),
+    return Patterns(ids_list, [piece_text(model.tokenizer, i) for i in ids_list], attention.float().cpu(),
                     residual.float().cpu())
 
 

@@ -158,7 +158,7 @@ class SettingResult:
 def describe(config: SamplingConfig) -> str:
     """A short label for a setting, e.g. ``'T=0.8, top-k 40, top-p 0.9'`` or ``'greedy'``."""
     if config.greedy:
-        return "greedy"
+        return tr("greedy")
     parts = [f"T={config.temperature:g}"]
     if config.top_k:
         parts.append(f"top-k {config.top_k}")

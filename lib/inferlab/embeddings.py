@@ -23,7 +23,7 @@ from . import _hf
 from .errors import bad_value
 from .i18n import tr
 from .models import Model
-from .tokens import tokenize
+from .tokens import piece_text, tokenize
 
 MAX_WORD_CHARS = 100
 
@@ -38,6 +38,12 @@ WORD_GROUPS: dict[str, list[str]] = {
     "colours": ["red", "green", "white", "black", "blue"],
     "days": ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Sunday"],
 }
+
+
+def group_name(group: str) -> str:
+    """A ``WORD_GROUPS`` key in the reader's language (legends, tables); any other name as it is."""
+    return {"numbers": tr("numbers"), "family": tr("family"), "rank": tr("rank"), "body": tr("body"),
+            "verbs": tr("verbs"), "colours": tr("colours"), "days": tr("days")}.get(group, group)
 
 
 def token_table(model: Model) -> torch.Tensor:
@@ -197,7 +203,7 @@ class VocabSpace:
         if not isinstance(k, int) or isinstance(k, bool) or not 1 <= k <= 200:
             raise bad_value("k", k, "an integer 1 <= k <= 200", "e.g. k=10")
         qid = word if isinstance(word, int) else self.token_id(word, leading_space)
-        query = self.tokenizer.decode([qid])
+        query = piece_text(self.tokenizer, qid)
         if bool(self.shared[qid]):
             return Neighbours(query, qid, [], note=tr(
                 "{query!r} has the same row as {others:,} other tokens: the model never learned a vector of its own "
@@ -207,7 +213,8 @@ class VocabSpace:
         scores[self.shared] = -2.0
         scores[qid] = -2.0
         top = torch.topk(scores, k)
-        items = [Neighbour(int(i), self.tokenizer.decode([int(i)]), float(s)) for s, i in zip(top.values, top.indices)]
+        items = [Neighbour(int(i), piece_text(self.tokenizer, int(i)), float(s))
+                 for s, i in zip(top.values, top.indices)]
         chance = torch.topk(self.null_unit @ self.unit[qid], k).values
         return Neighbours(query, qid, items, [float(c) for c in chance])
 

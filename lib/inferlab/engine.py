@@ -32,6 +32,7 @@ from .models import Model
 from .recorder import DEFAULT_MAX_ATTENTION_BYTES, Recorder
 from .sampling import GREEDY, SamplingConfig, sample, sample_with_steps
 from .timing import clock
+from .tokens import piece_text
 from .trace import StepRecord, Trace
 
 __all__ = ["DEFAULT_MAX_ATTENTION_BYTES", "GenerationConfig", "Stream", "TokenEvent", "as_ids", "decode_step",
@@ -182,7 +183,7 @@ def _loop(model: Model, ids: list[int], config: GenerationConfig, recorder: Reco
             input_ids=(list(ids) if index == 0 else [sequence[-2]]) if config.use_cache else sequence[:-1],
             position=(0 if index == 0 else len(sequence) - 2) if config.use_cache else 0,
             token_id=token, t_start=t_start, t_end=t_end, sampling=work), cache)
-        trace.add_token(token, model.decode([token]), t_end, piece)
+        trace.add_token(token, piece_text(model.tokenizer, token), t_end, piece)
         yield TokenEvent(index, token, piece, t_end, t_end - t_start)                           # emit
         if stop is not None:                                                                   # stop?
             trace.stop_reason, trace.text = stop, text.text
@@ -239,7 +240,7 @@ def stream(model: Model, prompt: str, max_new_tokens: int | None = None, samplin
     recorder = Recorder(model, record, prompt_tokens=len(ids), new_tokens=config.max_new_tokens,
                         use_cache=config.use_cache, max_attention_bytes=max_attention_bytes)
     t_tok = clock(model.device)
-    trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[model.decode([i]) for i in ids],
+    trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[piece_text(model.tokenizer, i) for i in ids],
                   tokenize_seconds=t_tok - t_req, recorded=recorder.kinds, settings=config.to_dict(),
                   model=model.info.summary())
     return Stream(_loop(model, ids, config, recorder, trace, t_req), trace)

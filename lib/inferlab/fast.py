@@ -39,6 +39,7 @@ from .i18n import tr
 from .models import Model
 from .sampling import SamplingConfig, sample
 from .timing import clock
+from .tokens import piece_text
 from .trace import Trace
 
 WEIGHTS = ("packed", "rows", "transposed", "tied")
@@ -336,7 +337,7 @@ class FastDecoder:
                             "build a FastDecoder(model, max_tokens=...) large enough, with batch=1")
         generator = config.sampling.generator(device if device.type == "cuda" else "cpu")
         text = TextAssembler(self.model.tokenizer, config.stop_strings)
-        trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[self.model.decode([i]) for i in ids],
+        trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[piece_text(self.model.tokenizer, i) for i in ids],
                       tokenize_seconds=clock(device) - t_req, settings={**config.to_dict(), "fast_path": repr(self)},
                       model=self.model.info.summary())
         # Copied in spirit from engine._loop: the same four moves, on the fast step.
@@ -345,7 +346,7 @@ class FastDecoder:
             token = int(sample(logits[0], config.sampling, generator))                # sample
             t_emit = clock(device) - t_req                                            # emit
             piece, stop = next_text(self.model, config, text, token, index)
-            trace.add_token(token, self.model.decode([token]), t_emit, piece)
+            trace.add_token(token, piece_text(self.model.tokenizer, token), t_emit, piece)
             if stop is not None:                                                      # stop?
                 trace.stop_reason, trace.text = stop, text.text
                 return trace

@@ -28,6 +28,7 @@ from .errors import bad_value, check_number
 from .hooks import model_lock
 from .i18n import tr
 from .models import Model
+from .tokens import piece_text
 
 HEAD_KINDS = ("previous", "first", "induction")
 CHANCE_FACTOR = 2.0  # a head "does the job" when it scores at least this many times the even-spread score
@@ -232,8 +233,8 @@ def logit_lens(model: Model, residual: torch.Tensor, ids: list[int] | None = Non
         nxt = torch.tensor(ids[1:], device=probs.device)
         next_prob = probs[:, :-1].gather(-1, nxt.view(1, -1, 1).expand(probs.shape[0], -1, 1))[..., 0].cpu()
     names = ["embeddings"] + [f"block {i}" for i in range(residual.shape[0] - 1)]
-    pieces = [] if ids is None else [model.decode([i]) for i in ids]
-    top_pieces = [[[model.decode([int(i)]) for i in pos] for pos in layer] for layer in top_i.cpu()]
+    pieces = [] if ids is None else [piece_text(model.tokenizer, i) for i in ids]
+    top_pieces = [[[piece_text(model.tokenizer, int(i)) for i in pos] for pos in layer] for layer in top_i.cpu()]
     return LogitLens(names, pieces, top_i.cpu(), top_p.cpu(), top_pieces, next_prob, logits[-1].cpu())
 
 

@@ -68,6 +68,22 @@ def symbol_bytes(symbol: str) -> bytes:
     return bytes(SYMBOL_TO_BYTE[c] for c in symbol)
 
 
+def piece_text(tokenizer, token_id: int) -> str:
+    """One token's text; a token that holds only part of a character shows its bytes, e.g. ``'⟨e5⟩⟨ba⟩'``.
+
+    ``tokenizer.decode([token_id])`` prints such a token as U+FFFD (the replacement character): GPT-2's
+    byte-level vocabulary cuts a Chinese character (three UTF-8 bytes) across tokens.
+    """
+    text = tokenizer.decode([int(token_id)])
+    if "\ufffd" not in text:
+        return text
+    try:
+        raw = symbol_bytes(tokenizer.convert_ids_to_tokens(int(token_id)))
+    except (KeyError, TypeError):  # not a byte-level vocabulary entry: keep what decode said
+        return text
+    return "".join(f"⟨{b:02x}⟩" for b in raw)
+
+
 _SHOWN = {" ": "·", "\n": "⏎", "\t": "→", "\r": "␍"}
 
 

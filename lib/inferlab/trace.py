@@ -80,7 +80,7 @@ class Trace:
     prompt_ids: list[int]
     prompt_pieces: list[str]
     generated_ids: list[int] = field(default_factory=list)
-    generated_pieces: list[str] = field(default_factory=list)  # each token decoded alone (U+FFFD for a byte piece)
+    generated_pieces: list[str] = field(default_factory=list)  # each token alone (hex bytes for part of a char)
     shown_pieces: list[str] = field(default_factory=list)  # what the stream showed at each token (never U+FFFD)
     text: str = ""
     stop_reason: str = ""

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from ..embeddings import group_name
 from ..i18n import tr
 from . import join
 
@@ -101,8 +102,8 @@ def cohesion(groups: dict[str, tuple[float, float]], kept: float, margin: float 
     Group names are shown as given (the notebook chooses them, in the reader's language).
     """
     rows = [tr("| group | within the group | background | difference |"), "|---|---|---|---|"]
-    rows += [f"| {g} | {a:.2f} | {b:.2f} | {a - b:+.2f} |" for g, (a, b) in groups.items()]
-    together = [g for g, (a, b) in groups.items() if round(a - b, 2) > margin]
+    rows += [f"| {group_name(g)} | {a:.2f} | {b:.2f} | {a - b:+.2f} |" for g, (a, b) in groups.items()]
+    together = [group_name(g) for g, (a, b) in groups.items() if round(a - b, 2) > margin]
     verdict = (tr("Groups clearly above their background (difference above {margin}): **{groups}**.", margin=margin,
                   groups=join(together)) if together else
                tr("No group is clearly above its background (no difference above {margin}).", margin=margin))

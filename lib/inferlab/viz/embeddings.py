@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from ..embeddings import FirstResidual, Neighbours, Projection
+from ..embeddings import FirstResidual, Neighbours, Projection, group_name
 from ..i18n import tr
 from ..tokens import visible
 from . import PALETTE, base_layout, require, text_width
@@ -225,10 +225,10 @@ def pca_scatter(p: Projection, *, title: str | None = None) -> go.Figure:
     for gi, group in enumerate(dict.fromkeys(p.groups)):
         idx = [i for i, g in enumerate(p.groups) if g == group]
         xyz = p.coords[idx].tolist()
-        common = {"name": group, "text": [p.words[i] for i in idx], "mode": "markers+text",
+        common = {"name": group_name(group), "text": [p.words[i] for i in idx], "mode": "markers+text",
                   "textposition": [spots[i] for i in idx] if spots else "top center",
                   "marker": {"color": PALETTE[gi % len(PALETTE)], "size": 7},
-                  "hovertemplate": f"%{{text}} ({group})<extra></extra>"}
+                  "hovertemplate": f"%{{text}} ({group_name(group)})<extra></extra>"}
         if dims == 2:
             fig.add_trace(go.Scatter(x=[c[0] for c in xyz], y=[c[1] for c in xyz], **common))
         else:

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
+from .. import tokens
 from ..diversity import SettingResult, describe, ngrams
 from ..i18n import tr
 from ..sampling import STAGE_NAMES, FilterStages, Stage
@@ -40,8 +41,15 @@ def stage_label(name: str) -> str:
 
 
 def piece(decode: Decode, token_id: int) -> str:
-    """The text of one token id, from ``m.decode`` or a list/dict of pieces."""
-    return decode([token_id]) if callable(decode) else decode[token_id]
+    """The text of one token id, from ``m.decode`` or a list/dict of pieces.
+
+    With ``m.decode``, a token that is only part of a character shows its bytes (``tokens.piece_text``)
+    instead of U+FFFD.
+    """
+    if not callable(decode):
+        return decode[token_id]
+    tokenizer = getattr(getattr(decode, "__self__", None), "tokenizer", None)
+    return tokens.piece_text(tokenizer, token_id) if tokenizer is not None else decode([token_id])
 
 
 def _label(decode: Decode, token_id: int) -> str:
