@@ -9,10 +9,19 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
   . .venv/bin/activate
 fi
 python install.py -q   # the torch build for this machine (kept when present), then requirements.txt
+pip install -q -r data/requirements-train.txt   # opencc: the training script's data test converts characters
 export HF_HUB_OFFLINE=1 INFERLAB_MODEL=bundled   # CI and this suite run on the bundled model, no network
 ruff check .
 python -m inferlab.tools.notebook_tools check
-# One process by default: on 2 cores two workers made the timing cells 4x slower (05's cache comparison 212 s
-# against 49 s alone) and the whole run longer. INFERLAB_TEST_WORKERS=N runs N workers (a notebook, whose cells
-# share one kernel, or a test file stays on one worker), for machines with cores to spare.
-python -m pytest -n "${INFERLAB_TEST_WORKERS:-0}" --dist loadfile "$@"
+# Workers: one per core, at most 4 (INFERLAB_TEST_WORKERS=N overrides; 0 = one process), each with its share of
+# the cores as torch threads. Threads must not outnumber cores: two workers of two threads each on 2 cores made the
+# timing cells 4x slower; two workers of one thread each took the suite from 16 to 10 minutes. A notebook (its
+# cells share one kernel) or a test file stays on one worker; notebooks are collected first so the long ones start
+# early. Only the timing cells' numbers change with the thread count, and no test reads them.
+cores=$(python -c "import os; print(len(os.sched_getaffinity(0)))")
+workers=${INFERLAB_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
+[ "$workers" -gt 1 ] || workers=0
+threads=$(( workers > 0 ? cores / workers : cores ))
+export OMP_NUM_THREADS=$(( threads > 0 ? threads : 1 )) MKL_NUM_THREADS=$(( threads > 0 ? threads : 1 ))
+echo "pytest: $([ "$workers" -gt 0 ] && echo "$workers workers" || echo "one process"), $OMP_NUM_THREADS torch thread(s) each, $cores cores"
+python -m pytest -n "$workers" --dist loadfile "$@"
