@@ -16,10 +16,12 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 TORCH = "2.13.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
@@ -77,15 +79,29 @@ def installed_torch(run=subprocess.run) -> str | None:
     return (probe.stdout.strip() or None) if probe.returncode == 0 else None
 
 
-def torch_commands(choice: Choice) -> list[list[str]]:
-    """pip commands to try in order: the chosen index first, then plain PyPI if that index is unreachable."""
+def reachable(url: str, timeout: float = 3.0, connect=socket.create_connection) -> bool:
+    """Whether ``url``'s host answers a TCP connection within ``timeout`` seconds (DNS included)."""
+    parts = urlsplit(url)
+    try:
+        connect((parts.hostname, parts.port or (443 if parts.scheme == "https" else 80)), timeout=timeout).close()
+        return True
+    except OSError:
+        return False
+
+
+def torch_commands(choice: Choice, index_answers: bool = True) -> list[list[str]]:
+    """pip commands to try in order: the chosen index first (when it answers), then plain PyPI.
+
+    pip retries an unreachable index for every package it resolves there (minutes of back-off), so the
+    index is probed first and pip is told to retry it only once.
+    """
     pip = [sys.executable, "-m", "pip", "install", f"torch=={TORCH}"]
-    if choice.index_url is None:
+    if choice.index_url is None or not index_answers:
         return [pip]
-    return [[*pip, "--index-url", choice.index_url], pip]
+    return [[*pip, "--index-url", choice.index_url, "--retries", "1"], pip]
 
 
-def main(argv: list[str] | None = None, run=subprocess.run) -> int:
+def main(argv: list[str] | None = None, run=subprocess.run, probe=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 install.py", description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--cpu", action="store_const", const="cpu", dest="build", help="force the CPU build")
@@ -103,7 +119,12 @@ def main(argv: list[str] | None = None, run=subprocess.run) -> int:
         torch_steps = []
     else:
         print(f"install: torch {TORCH}, {choice.build} build ({choice.size}): {choice.why}.")
-        torch_steps = [[*cmd, *quiet] for cmd in torch_commands(choice)]
+        answers = choice.index_url is None or (probe or reachable)(choice.index_url)
+        if not answers:
+            print(f"install: {urlsplit(choice.index_url).hostname} did not answer within 3 s; installing torch from "
+                  "the default index instead (on Linux that is the CUDA build, several GB, unless your pip "
+                  "configuration points elsewhere). Fix: for the CPU build, rerun when it answers.")
+        torch_steps = [[*cmd, *quiet] for cmd in torch_commands(choice, answers)]
     if args.dry_run:
         for cmd in [*torch_steps[:1], requirements]:
             print("would run:", " ".join(cmd))

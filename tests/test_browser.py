@@ -164,12 +164,14 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
             "(b) => { const v = document.querySelector('.inferlab-peek'); return v && v.innerText !== b; }",
             arg=before, timeout=30_000)
         assert view.inner_text() != before
-        # Nothing in the peek view is cut at a laptop's width: no box scrolls sideways, no bar label is clipped.
-        cut = page.evaluate("() => [...document.querySelectorAll('.inferlab-peek-box, .inferlab-peek-box *')]"
+        # Nothing is cut at a laptop's width: no widget label ends in "…", nothing in the peek view scrolls sideways.
+        cut = page.evaluate("() => [...document.querySelectorAll('.widget-label, .inferlab-peek-box, "
+                            ".inferlab-peek-box *')]"
                             ".filter(e => e.scrollWidth > e.clientWidth + 1"
                             " && getComputedStyle(e).overflowX !== 'visible')"
                             ".map(e => e.className + ': ' + (e.textContent || '').slice(0, 40))")
         assert not cut, f"cut at 1280 px: {cut}"
+        page.locator(".inferlab-peek-box").first.screenshot(path=str(ARTIFACTS / f"{shot}-peek.png"))
         if name.startswith("zh/"):  # the Chinese edition: Chinese labels, drawn as characters, not boxes
             texts = "(sel) => [...document.querySelectorAll(sel)].map(e => e.textContent || '').join(' ')"
             titles = page.evaluate(texts, ".js-plotly-plot .gtitle, .js-plotly-plot .xtitle")  # SVG text: no innerText

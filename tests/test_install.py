@@ -65,13 +65,14 @@ class FakePip:
 def no_gpu_linux(monkeypatch):
     monkeypatch.setattr(install.sys, "platform", "linux")
     monkeypatch.setattr(install, "has_nvidia_gpu", lambda: False)
+    monkeypatch.setattr(install, "reachable", lambda url: True)  # no network in unit tests
     monkeypatch.delenv("INFERLAB_TORCH", raising=False)
 
 
 def test_cpu_index_first_then_requirements(no_gpu_linux, capsys):
     pip = FakePip(torch_version=None)
     assert install.main([], run=pip) == 0
-    assert pip.commands[0][-3:] == ["torch==2.13.0", "--index-url", CPU]
+    assert pip.commands[0][-5:] == ["torch==2.13.0", "--index-url", CPU, "--retries", "1"]
     assert pip.commands[1][-2:] == ["-r", str(ROOT / "requirements.txt")] and len(pip.commands) == 2
     assert "cpu build (about 200 MB): no NVIDIA GPU found" in capsys.readouterr().out
 
@@ -79,8 +80,35 @@ def test_cpu_index_first_then_requirements(no_gpu_linux, capsys):
 def test_unreachable_cpu_index_falls_back_to_pypi(no_gpu_linux, capsys):
     pip = FakePip(torch_version=None, failing=(CPU,))
     assert install.main([], run=pip) == 0
-    assert [c[-1] for c in pip.commands] == [CPU, "torch==2.13.0", str(ROOT / "requirements.txt")]
+    assert [c[-1] for c in pip.commands] == ["1", "torch==2.13.0", str(ROOT / "requirements.txt")]
+    assert CPU in pip.commands[0]
     assert "trying plain PyPI" in capsys.readouterr().out
+
+
+def test_an_index_that_does_not_answer_is_skipped_without_pips_retries(no_gpu_linux, capsys):
+    pip = FakePip(torch_version=None)
+    assert install.main([], run=pip, probe=lambda url: False) == 0
+    assert [c[-1] for c in pip.commands] == ["torch==2.13.0", str(ROOT / "requirements.txt")]
+    assert "download.pytorch.org did not answer within 3 s" in capsys.readouterr().out
+
+
+def test_reachable_probes_the_indexs_host_and_port():
+    seen = []
+
+    class Conn:
+        def close(self):
+            seen.append("closed")
+
+    def connect(address, timeout):
+        seen.append((address, timeout))
+        return Conn()
+
+    assert install.reachable(CPU, connect=connect) and seen == [(("download.pytorch.org", 443), 3.0), "closed"]
+
+    def refuse(address, timeout):
+        raise OSError("Name or service not known")
+
+    assert not install.reachable(CPU, connect=refuse)
 
 
 def test_torch_that_cannot_be_installed_stops_before_the_rest(no_gpu_linux, capsys):

@@ -94,7 +94,8 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
         return "".join(text_of(int(i)) for i in ids)
 
     slider = w.FloatSlider(value=1.0, min=0.0, max=2.0, step=0.05, description=tr("temperature"),
-                           continuous_update=True, readout_format=".2f")
+                           continuous_update=True, readout_format=".2f",
+                           style={"description_width": "initial"})  # the whole word, never "temperat…"
     text = w.HTML()
     out = w.Output()
 
@@ -126,6 +127,9 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
 
     slider.observe(draw, names="value")
     draw()
-    box = PeekView([slider, w.HBox([text, out])])
+    # the list keeps a readable width (one line per candidate); the figure takes the rest and never spills over
+    text.layout = w.Layout(flex="0 0 330px", width="330px")
+    out.layout = w.Layout(flex="1 1 0%", min_width="0", overflow="hidden")
+    box = PeekView([slider, w.HBox([text, out], layout=w.Layout(width="100%"))])
     box.add_class("inferlab-peek-box")  # a stable handle for the browser test
     return box

@@ -76,7 +76,7 @@ class StreamingView(w.VBox):
         self.prompt_box = w.Textarea(value=prompt, description=tr("prompt"), layout=w.Layout(width="95%"))
         self.tokens = w.IntSlider(value=max(1, min(max_new_tokens, model.info.n_ctx - 1)), min=1,
                                   max=max(1, min(512, model.info.n_ctx - 1)), description=tr("new tokens"),
-                                  continuous_update=False)
+                                  continuous_update=False, style={"description_width": "initial"})
         self.button = w.Button(description=tr("Run again"), icon="play", button_style="primary")
         self.pace = w.FloatSlider(value=5.0, min=0.5, max=30.0, step=0.5, description=tr("tokens/s"),
                                   continuous_update=False, readout_format=".1f")
