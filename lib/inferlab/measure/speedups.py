@@ -128,8 +128,8 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
         dec, why = compiled_decoder(model, n, prompt, cuda_graph=False)
         if dec is None:
             warnings.warn(tr("decode_paths: left out fast + torch.compile ({why})", why=why), stacklevel=2)
-        else:
-            decoders["fast + torch.compile"] = dec
+        else:  # weights="auto" may keep an eager layout that stepped faster here: the label says so
+            decoders["fast + torch.compile" if dec.compiled else f"fast + torch.compile (lost to {dec.weights})"] = dec
     if model.device.type == "cuda":
         decoders["fast + CUDA graph"] = FastDecoder(model, n, cuda_graph=True)
 

@@ -140,8 +140,11 @@ def scoreboard(rows: Sequence[dict]) -> go.Figure:
     cols = list(rows[0])
     # the rows' keys stay English (measure.scoreboard_rows); their headers are shown in the reader's language
     names = {"technique": tr("technique"), "memory": tr("memory"), "quality": tr("quality")}
-    fig = go.Figure(go.Table(header={"values": [f"<b>{names.get(c, c)}</b>" for c in cols], "align": "left"},
-                             cells={"values": [[str(r.get(c, "")) for r in rows] for c in cols], "align": "left"}))
+    fig = go.Figure(go.Table(header={"values": [f"<b>{names.get(c, c)}</b>" for c in cols], "align": "left",
+                                     "height": 30},
+                             cells={"values": [[str(r.get(c, "")) for r in rows] for c in cols], "align": "left",
+                                    "height": 24}))
     fig.update_layout(title=tr("Scoreboard: every technique on this machine"), font={"family": FONT},
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10}, height=120 + 32 * len(rows))
+                      margin={"l": 10, "r": 10, "t": 50, "b": 10},
+                      height=100 + 30 + 24 * len(rows))  # title and margins, header, rows: no empty band below
     return fig
