@@ -40,7 +40,7 @@ def test_reprs_are_chinese_and_keep_their_numbers(chinese):
     assert repr(lat) == "Latency(TTFT 500.00 ms，TPOT 100.00 ms，E2E 800.00 ms，共 N=4 个 token)"
     snap = CacheSnapshot(7, ((1, 5, 7, 32),) * 4, (8960,) * 4, 35840, "float32")
     assert repr(snap) == "CacheSnapshot(7 个 token，4 层 x K,V [1, 5, 7, 32]，35,840 字节 float32)"
-    assert repr(_machine()) == ("MachineProfile(cpu float32：复制带宽 10.0 GB/s，矩阵乘法 100.0 GFLOP/s，屋脊点 10.0 "
+    assert repr(_machine()) == ("MachineProfile(cpu float32：复制带宽 10.0 GB/s，矩阵乘法 100.0 GFLOP/s，脊点 10.0 "
                                 "FLOP/B，取 3 次运行中最好的一次（波动 25% / 100%）)")
     # 7 8 9 7 8 9 7 8 9: 7 trigrams, the last 4 repeat an earlier one; the loop runs 6 tokens
     assert repr(diversity.repetition([7, 8, 9, 7, 8, 9, 7, 8, 9])) == (

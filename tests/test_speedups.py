@@ -6,10 +6,12 @@ paths agree on tokens, never how fast anything was.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 
-from inferlab import fast, fast_choice
+from inferlab import cost, fast, fast_choice
 from inferlab.measure import profiling, speedups
 from inferlab.measure.kernels import KernelComparison
 from inferlab.measure.sweeps import Sweep
@@ -179,9 +181,17 @@ def test_narrate_what_limits_prefill():
     assert "*Python & dispatch*" in text and "re-run the cell" in text
 
 
+MACHINE = cost.MachineProfile("cpu", "float32", bytes_per_s=20e9, flops_per_s=1e15, copy_mb=1, matmul_n=1)
+
+
 def test_prefill_paths_time_both_and_leave_the_fast_cache_filled(model):
     ids = model.encode(PROMPT)
     dec = fast.FastDecoder(model, len(ids) + 1, weights="tied")
-    times = speedups.prefill_paths(model, dec, ids, repeats=1)
-    assert set(times) == {"engine", "fast"} and all(t > 0 for t in times.values())
+    times = speedups.prefill_paths(model, dec, ids, repeats=1, machine=MACHINE)
+    assert times.tokens == len(ids) and times.engine_s > 0 and times.fast_s > 0 and times.flops_per_s > 0
     assert dec.tokens == len(ids)
+    # the floor is the roofline's at the matmul rate measured alongside, with the given machine's bandwidth
+    alongside = dataclasses.replace(MACHINE, flops_per_s=times.flops_per_s)
+    assert times.floor_s == cost.prefill_cost(cost.Shape.from_info(model.info), len(ids), machine=alongside).floor_s
+    assert times.flops_per_s != MACHINE.flops_per_s  # measured, not the stored profile's
+    assert "x floor" in repr(times)

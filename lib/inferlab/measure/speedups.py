@@ -1,7 +1,8 @@
 """Each speed-up technique of notebook 08, measured side by side on this machine.
 
 - ``quant_rows``: weight formats (bytes, speed, perplexity on held-out text), one ``QuantRow`` each.
-- ``prefill_paths``: a long prompt read by the engine and by a fast decoder, interleaved.
+- ``prefill_paths``: a long prompt read by the engine and by a fast decoder, interleaved with a matmul-rate
+  measurement for its floor (``PrefillTimes``).
 - ``decode_paths``: every way to decode, interleaved (engine, static cache, the fast paths, compiled),
   one ``PathRow`` each; ``compiled_decoder`` builds the compiled one (or says why it cannot).
 - ``scoreboard_rows``: each technique against its baseline, as text for ``viz.speed.scoreboard``.
@@ -12,10 +13,12 @@ Every path must produce the same greedy tokens; the rows carry them so notebooks
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..cost import MachineProfile, Shape, prefill_cost
 from ..engine import generate, prefill
 from ..fast import FastDecoder, onednn_packing
 from ..i18n import tr
@@ -23,6 +26,7 @@ from ..models import Model
 from ..quantize import heldout_text, perplexity
 from ..timing import interleave, summarize, time_call
 from .kernels import KernelComparison
+from .machine import machine_profile, measure_matmul
 from .sweeps import Sweep
 
 
@@ -150,16 +154,44 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
             for k, vals in results.items()]
 
 
-def prefill_paths(model: Model, decoder: FastDecoder, ids: list[int], *, repeats: int = 3) -> dict[str, float]:
+@dataclass(frozen=True)
+class PrefillTimes:
+    """A long prompt read by the engine and by a fast decoder, and its roofline floor from the same minutes."""
+
+    tokens: int
+    engine_s: float  # median seconds to read the prompt into a cache
+    fast_s: float
+    flops_per_s: float  # the best 1024 x 1024 matmul rate measured between those timings
+    floor_s: float  # the prefill roofline floor at that rate
+
+    def __repr__(self) -> str:
+        return tr("PrefillTimes({tokens} tokens: engine {engine:.0f} ms ({engine_x:.2f}x floor), fast {fast:.0f} ms "
+                  "({fast_x:.2f}x), floor {floor:.0f} ms at {gflops:.0f} GFLOP/s measured alongside)",
+                  tokens=self.tokens, engine=self.engine_s * 1e3, engine_x=self.engine_s / self.floor_s,
+                  fast=self.fast_s * 1e3, fast_x=self.fast_s / self.floor_s, floor=self.floor_s * 1e3,
+                  gflops=self.flops_per_s / 1e9)
+
+
+def prefill_paths(model: Model, decoder: FastDecoder, ids: list[int], *, repeats: int = 3,
+                  machine: MachineProfile | None = None) -> PrefillTimes:
     """Median seconds to read the prompt ``ids`` (one sequence) into a cache: engine and fast path, interleaved.
 
-    TTFT without tokenizing and sampling: what the roofline's prefill floor bounds.
+    TTFT without tokenizing and sampling: what the roofline's prefill floor bounds. A matmul-rate
+    measurement takes turns with the two paths, and the floor uses the best rate seen *then*: on a
+    machine whose speed drifts from minute to minute (a shared VM, a laptop changing clock), a rate
+    measured earlier in the session can put a prompt below its own floor or far above it.
+    ``machine`` supplies the bandwidth side of the floor (default: ``machine_profile``).
     """
+    device, dtype = model.device, model.info.dtype
     timed = interleave({"engine": lambda: time_call(lambda: prefill(model, [ids]), repeats=1, warmup=0,
-                                                    device=model.device)[0],
+                                                    device=device)[0],
                         "fast": lambda: time_call(lambda: decoder.prefill([ids]), repeats=1, warmup=0,
-                                                  device=model.device)[0]}, repeats)
-    return {k: summarize(v).median for k, v in timed.items()}
+                                                  device=device)[0],
+                        "matmul": lambda: measure_matmul(device, dtype, repeats=1)}, repeats)
+    rate = max(timed["matmul"])
+    now = dataclasses.replace(machine or machine_profile(device, dtype), flops_per_s=rate)
+    floor = prefill_cost(Shape.from_info(model.info), len(ids), machine=now).floor_s
+    return PrefillTimes(len(ids), summarize(timed["engine"]).median, summarize(timed["fast"]).median, rate, floor)
 
 
 # ----------------------------------------------------------------------------- the scoreboard
