@@ -121,6 +121,14 @@ def _run_all(page, name: str, timeout_s: float = 240) -> None:
         timeout=int(timeout_s * 1000))
 
 
+def _cut(page, selector: str) -> list[str]:
+    """Elements matching ``selector`` whose content is wider than their box and hidden or scrolled, not shown."""
+    return page.evaluate(
+        "(sel) => [...document.querySelectorAll(sel)]"
+        ".filter(e => e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible')"
+        ".map(e => e.className + ': ' + (e.textContent || '').slice(0, 40))", selector)
+
+
 # Draws a CJK character and a private-use code point (no font has it: it is drawn as the missing-glyph box)
 # on a canvas in the page's UI font; equal pixels mean Chinese text would show as boxes too.
 GLYPH_JS = """(text) => {
@@ -165,11 +173,7 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
             arg=before, timeout=30_000)
         assert view.inner_text() != before
         # Nothing is cut at a laptop's width: no widget label ends in "…", nothing in the peek view scrolls sideways.
-        cut = page.evaluate("() => [...document.querySelectorAll('.widget-label, .inferlab-peek-box, "
-                            ".inferlab-peek-box *')]"
-                            ".filter(e => e.scrollWidth > e.clientWidth + 1"
-                            " && getComputedStyle(e).overflowX !== 'visible')"
-                            ".map(e => e.className + ': ' + (e.textContent || '').slice(0, 40))")
+        cut = _cut(page, ".widget-label, .inferlab-peek-box, .inferlab-peek-box *")
         assert not cut, f"cut at 1280 px: {cut}"
         page.locator(".inferlab-peek-box").first.screenshot(path=str(ARTIFACTS / f"{shot}-peek.png"))
         if name.startswith("zh/"):  # the Chinese edition: Chinese labels, drawn as characters, not boxes
@@ -330,6 +334,8 @@ def test_self_check_answered_in_jupyterlab(browser, lab):
             page.wait_for_function("([s]) => document.querySelector('.inferlab-selfcheck-question')"
                                    ".innerText.includes(s)", arg=[says], timeout=30_000)
             assert choice.why[:40] in question.inner_text()
+        cut = _cut(page, ".inferlab-selfcheck-question, .inferlab-selfcheck-question *")
+        assert not cut, f"cut at 1280 px: {cut}"
         page.screenshot(path=str(ARTIFACTS / "self_check.png"), full_page=True)
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "self_check-failure.png"), full_page=True)
@@ -410,6 +416,8 @@ def test_lines_view_and_ablation_in_jupyterlab(browser, lab):
         page.wait_for_function("([old]) => document.querySelector('.inferlab-ablation-result').innerText !== old",
                                arg=[first], timeout=60_000)
         assert "nats/token" in result.inner_text() and "KL" in result.inner_text()
+        cut = _cut(page, ".widget-label, .inferlab-lines-view *, .inferlab-ablation *")
+        assert not cut, f"cut at 1280 px: {cut}"
         page.screenshot(path=str(ARTIFACTS / "views_03.png"), full_page=True)
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "views_03-failure.png"), full_page=True)

@@ -71,12 +71,13 @@ def test_a_compiler_failure_is_reported_not_fatal(model, monkeypatch):
     assert "fast+compile left out: torch.compile failed" in bench.table([result])
 
 
-def test_a_compiled_candidate_that_lost_is_labelled_with_the_winner(model, monkeypatch):
+def test_a_compiled_candidate_that_lost_is_shown_with_the_winner(model, monkeypatch):
     # weights="auto" with compile=True keeps an eager layout when it steps faster: the row must not say "compile"
     eager = speedups.FastDecoder(model, 32, weights="tied")
     monkeypatch.setattr(speedups, "compiled_decoder", lambda *args, **kwargs: (eager, None))
-    labels = [r.label for r in speedups.decode_paths(model, PROMPT, 3, repeats=1, compile=True)]
-    assert labels[-1] == "fast + torch.compile (lost to tied)" and "fast + torch.compile" not in labels
+    rows = speedups.decode_paths(model, PROMPT, 3, repeats=1, compile=True)
+    assert rows[-1].label == "fast + torch.compile"  # the same name in every run: notebook 08 checks the labels
+    assert rows[-1].shown == "fast + torch.compile (lost to tied)" and rows[0].shown == rows[0].label
 
 
 def test_decode_paths_agree_and_ladder_chart(model):

@@ -79,11 +79,17 @@ def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats
 class PathRow:
     """Median TTFT and TPOT of one decode path (seconds)."""
 
-    label: str
+    label: str  # which path: the same names in every run (notebooks check them)
     ttft_s: float
     tpot_s: float
     tokens: tuple[int, ...]  # the greedy ids it produced (all paths must agree)
     extra_bytes: int | None = None  # memory a fast path adds (its cache and weight copies)
+    note: str = ""  # what this run measured that the label cannot say, e.g. "lost to packed"
+
+    @property
+    def shown(self) -> str:
+        """The label for a chart or table: with the note, when there is one."""
+        return f"{self.label} ({self.note})" if self.note else self.label
 
 
 def _static_cache_run(model: Model, prompt: str, n: int) -> tuple[float, float, list[int]]:
@@ -132,8 +138,8 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
         dec, why = compiled_decoder(model, n, prompt, cuda_graph=False)
         if dec is None:
             warnings.warn(tr("decode_paths: left out fast + torch.compile ({why})", why=why), stacklevel=2)
-        else:  # weights="auto" may keep an eager layout that stepped faster here: the label says so
-            decoders["fast + torch.compile" if dec.compiled else f"fast + torch.compile (lost to {dec.weights})"] = dec
+        else:  # weights="auto" may keep an eager layout that stepped faster here: the row's note says so
+            decoders["fast + torch.compile"] = dec
     if model.device.type == "cuda":
         decoders["fast + CUDA graph"] = FastDecoder(model, n, cuda_graph=True)
 
@@ -149,8 +155,12 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
             "engine + StaticCache": lambda: _static_cache_run(model, prompt, new_tokens),
             **{k: (lambda d=d: run_fast(d)) for k, d in decoders.items()}}
     results = interleave(runs, repeats)
+    def note(k: str) -> str:
+        dec = decoders.get(k)
+        return f"lost to {dec.weights}" if dec is not None and k.endswith("compile") and not dec.compiled else ""
+
     return [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median,
-                    tuple(vals[0][2]), decoders[k].extra_bytes if k in decoders else None)
+                    tuple(vals[0][2]), decoders[k].extra_bytes if k in decoders else None, note(k))
             for k, vals in results.items()]
 
 
@@ -218,7 +228,7 @@ def scoreboard_rows(kernels: KernelComparison, qrows: list[QuantRow], paths: dic
               for r in qrows if r.kind != "fp32"]
     for name, (rows, floor_s) in paths.items():
         base = rows[0]
-        board += [{"technique": f"{r.label} ({name})", "TTFT": f"x{r.ttft_s / base.ttft_s:.2f}",
+        board += [{"technique": f"{r.shown} ({name})", "TTFT": f"x{r.ttft_s / base.ttft_s:.2f}",
                    "TPOT": tr("x{ratio:.2f} ({floor:.2f}x floor)", ratio=r.tpot_s / base.tpot_s,
                               floor=r.tpot_s / floor_s),
                    "memory": "-" if r.extra_bytes is None else f"+{r.extra_bytes / 1e6:.0f} MB",
