@@ -145,6 +145,8 @@ def test_piece_text_shows_bytes_for_part_of_a_character(tok):
     assert [T.piece_text(tok, i) for i in ids] == ["⟨e4⟩⟨bb⟩", "⟨80⟩", "⟨e4⟩⟨b9⟩", "⟨88⟩", "是"]
     assert T.piece_text(tok, tok.eos_token_id) == "<|endoftext|>"
     assert T.piece_text(tok, tok(" world").input_ids[0]) == " world"
+    (replacement,) = tok("\ufffd", add_special_tokens=False).input_ids  # U+FFFD itself: one whole token (4210)
+    assert T.piece_text(tok, replacement) == "\ufffd"
 
 
 def test_counts_and_special(tok):

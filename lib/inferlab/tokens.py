@@ -79,9 +79,11 @@ def piece_text(tokenizer, token_id: int) -> str:
         return text
     try:
         raw = symbol_bytes(tokenizer.convert_ids_to_tokens(int(token_id)))
+        return raw.decode("utf-8")  # whole characters after all (a token that *is* U+FFFD, say)
     except (KeyError, TypeError):  # not a byte-level vocabulary entry: keep what decode said
         return text
-    return "".join(f"⟨{b:02x}⟩" for b in raw)
+    except UnicodeDecodeError:
+        return "".join(f"⟨{b:02x}⟩" for b in raw)
 
 
 _SHOWN = {" ": "·", "\n": "⏎", "\t": "→", "\r": "␍"}

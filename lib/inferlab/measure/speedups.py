@@ -155,6 +155,7 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
             "engine + StaticCache": lambda: _static_cache_run(model, prompt, new_tokens),
             **{k: (lambda d=d: run_fast(d)) for k, d in decoders.items()}}
     results = interleave(runs, repeats)
+
     def note(k: str) -> str:
         dec = decoders.get(k)
         return f"lost to {dec.weights}" if dec is not None and k.endswith("compile") and not dec.compiled else ""
