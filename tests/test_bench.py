@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from inferlab import fast_choice
-from inferlab.cost import MachineProfile
+from inferlab.cost import MachineProfile, Shape, prefill_cost
 from inferlab.measure import KernelComparison, Sweep, speedups
 from inferlab.tools import bench
 from inferlab.viz import speed
@@ -81,3 +81,22 @@ def test_apply_floors_by_hand():
     assert result["tpot_read_floor_s"] == pytest.approx(0.0495012864)  # the same bytes at 10 GB/s
     engine = result["variants"]["engine"]
     assert engine["tpot_x_floor"] == pytest.approx(2.0) and engine["tpot_x_read_floor"] == pytest.approx(1.0)
+
+
+def test_apply_floors_judges_each_request_against_the_rate_measured_just_before_it():
+    machine = MachineProfile("cpu", "float32", bytes_per_s=1e15, flops_per_s=1e12, copy_mb=1, matmul_n=1)
+    shape = Shape("gpt2", 12, 12, 768, 50257, 1024, 4)
+    flops = prefill_cost(shape, 256).flops
+    # three requests, the machine at 100, 200 and 50 GFLOP/s; each took 1.4x the floor at its own rate
+    rates = [100e9, 200e9, 50e9]
+    runs = [1.4 * flops / r for r in rates]
+    result = {"model": "gpt2", "shape": [12, 12, 768, 50257, 1024, 4], "prompt_tokens": 256, "new_tokens": 2,
+              "variants": {"fast": {"ttft_s": sorted(runs)[1], "tpot_s": 0.02, "ttft_runs_s": runs,
+                                    "flops_per_s_runs": rates},
+                           "old": {"ttft_s": 0.5, "tpot_s": 0.02}}}
+    bench.apply_floors(result, machine)
+    assert result["variants"]["fast"]["ttft_x_floor"] == pytest.approx(1.4)
+    assert result["ttft_floor_flops_per_s"] == 100e9  # the floor row: at the median rate measured
+    assert result["ttft_floor_s"] == pytest.approx(flops / 100e9)
+    assert result["variants"]["old"]["ttft_x_floor"] == pytest.approx(0.5 / (flops / 100e9))  # no pairs: the floor's
+

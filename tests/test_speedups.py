@@ -173,12 +173,20 @@ def test_narrate_where_the_rest_goes():
 def test_narrate_what_limits_prefill():
     from inferlab.narrate import n08
 
+    pre = speedups.PrefillTimes(256, engine_s=0.5, fast_s=0.4, engine_x_floor=1.7, fast_x_floor=1.3,
+                                flops_per_s=150e9, floor_s=0.3)
     prof = profiling.StepProfile("prefill", 1.0, {"matmuls": 0.8, "attention": 0.1, "Python & dispatch": 0.1}, ())
-    text = n08.prefill_limit(1.7, 1.3, 1.0, 256, prof)
-    assert "1.70x its floor" in text and "(1.30x)" in text and "80% of it in the matrix products" in text
+    fast_prof = profiling.StepProfile("prefill", 1.0, {"matmuls": 0.9, "attention": 0.1}, ())
+    text = n08.prefill_limit(pre, prof, fast_prof)
+    # the ratios are the paired ones, not 500 / 300 ms
+    assert "500 ms (1.70x its floor)" in text and "400 ms (1.30x)" in text and "300 ms" in text
+    assert "80% of the engine's prefill and 90% of the fast path's" in text and "150 GFLOP/s" in text
+    # 90% of 1.30x: the products alone 1.17x the floor, 85% of the square product's rate; 0.13x around them
+    assert "about 1.17x the floor (90% of 1.30x)" in text and "about 85% of the rate" in text
+    assert "the other 0.13x is attention" in text
     assert "re-run" not in text
     slow = profiling.StepProfile("prefill", 1.0, {"matmuls": 0.2, "Python & dispatch": 0.8}, ())
-    text = n08.prefill_limit(2.5, 2.0, 1.0, 256, slow)
+    text = n08.prefill_limit(dataclasses.replace(pre, engine_x_floor=2.5, fast_x_floor=2.0), slow, fast_prof)
     assert "*Python & dispatch*" in text and "re-run the cell" in text
 
 
@@ -188,11 +196,12 @@ MACHINE = cost.MachineProfile("cpu", "float32", bytes_per_s=20e9, flops_per_s=1e
 def test_prefill_paths_time_both_and_leave_the_fast_cache_filled(model):
     ids = model.encode(PROMPT)
     dec = fast.FastDecoder(model, len(ids) + 1, weights="tied")
-    times = speedups.prefill_paths(model, dec, ids, repeats=1, machine=MACHINE)
+    times = speedups.prefill_paths(model, dec, ids, repeats=3, machine=MACHINE)
     assert times.tokens == len(ids) and times.engine_s > 0 and times.fast_s > 0 and times.flops_per_s > 0
     assert dec.tokens == len(ids)
-    # the floor is the roofline's at the matmul rate measured alongside, with the given machine's bandwidth
+    # the floor is the roofline's at the median matmul rate measured between the runs, with the given bandwidth
     alongside = dataclasses.replace(MACHINE, flops_per_s=times.flops_per_s)
     assert times.floor_s == cost.prefill_cost(cost.Shape.from_info(model.info), len(ids), machine=alongside).floor_s
     assert times.flops_per_s != MACHINE.flops_per_s  # measured, not the stored profile's
-    assert "x floor" in repr(times)
+    assert times.engine_x_floor > 0 and times.fast_x_floor > 0
+    assert f"({times.fast_x_floor:.2f}x)" in repr(times) and "x floor" in repr(times)

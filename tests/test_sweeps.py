@@ -186,6 +186,25 @@ def test_bandwidth_counts_bytes_once_for_reads_and_twice_for_copies(monkeypatch)
     assert measure.measure_matmul(n=100) == pytest.approx(2 * 100**3 / 0.25)
 
 
+def test_each_run_is_judged_against_the_floor_at_its_own_rate(monkeypatch):
+    rates = iter([100e9, 200e9, 50e9])
+    monkeypatch.setattr(measure.machine, "measure_matmul", lambda device, dtype, repeats: next(rates))
+    seconds = iter([0.3, 0.15, 0.6])  # the machine halves and doubles its speed: each run 1.5x its own floor
+    paired = measure.machine.rate_then(lambda: next(seconds))
+    runs = [paired() for _ in range(3)]
+    assert runs == [(100e9, 0.3), (200e9, 0.15), (50e9, 0.6)]
+    rate, secs = zip(*runs)
+    floor_at = lambda r: 20e9 / r  # noqa: E731 - 20 GFLOP: 0.2 s at 100 GFLOP/s
+    assert measure.machine.x_floor_paired(secs, rate, floor_at) == pytest.approx(1.5)
+    # against one rate for every run (the median, 100 GFLOP/s), the median run (0.3 s) would read 1.5x too, but
+    # the best rate (200) would make it 3.0x: the pairing is what keeps drift out of the ratio
+    assert measure.machine.x_floor_paired([0.3, 0.3, 0.3], [200e9, 200e9, 200e9], floor_at) == pytest.approx(3.0)
+    with pytest.raises(ValueError, match="one rate per timed run"):
+        measure.machine.x_floor_paired([0.3, 0.2], [1e9], floor_at)
+    with pytest.raises(ValueError, match="rate_then"):
+        measure.machine.x_floor_paired([], [], floor_at)
+
+
 def test_machine_profile_is_measured_once_and_keeps_the_spread(monkeypatch):
     rates = iter([[4e9, 5e9, 4.5e9], [40e9, 50e9, 30e9], [6e9], [60e9]])   # bandwidth then matmul, twice
     calls = []

@@ -6,6 +6,9 @@
 - ``measure_matmul``: an ``n x n`` by ``n x n`` product, 2 n^3 FLOPs over the best time.
 - ``measure_machine``: both, as a ``cost.MachineProfile`` for the floors of ``inferlab.cost``, with the
   range over the runs (``bytes_per_s_range``, ``flops_per_s_range``, ``spread``).
+- ``rate_then`` and ``x_floor_paired``: each run of a compute-bound job paired with the matmul rate measured
+  just before it, and the median of each run against the floor at its own rate (the machine's speed can
+  drift between a profile taken at the start and a timing minutes later).
 - ``machine_profile``: ``measure_machine`` once per process and device/dtype, then the same profile for
   every figure and sentence (floors no longer drift between notebooks); ``refresh=True`` measures again.
 
@@ -18,6 +21,10 @@ best repeat: a ceiling is what the machine *can* do, so noise only ever makes it
 
 from __future__ import annotations
 
+import statistics
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
 import torch
 
 from ..cost import MachineProfile
@@ -26,6 +33,7 @@ from ..models import resolve_device
 from ..timing import time_call
 
 BANDWIDTH_KINDS = ("copy", "read")
+T = TypeVar("T")
 
 
 def _bandwidth_rates(device, dtype, mb: int, repeats: int, kind: str) -> list[float]:
@@ -67,6 +75,25 @@ def measure_bandwidth(device="cpu", dtype=torch.float32, mb: int = 256, repeats:
 def measure_matmul(device="cpu", dtype=torch.float32, n: int = 1024, repeats: int = 5) -> float:
     """FLOPs per second of an ``n x n`` by ``n x n`` matmul (2 n^3 per product, best of ``repeats``)."""
     return max(_matmul_rates(device, dtype, n, repeats))
+
+
+def rate_then(run: Callable[[], T], device="cpu", dtype=torch.float32, repeats: int = 3
+              ) -> Callable[[], tuple[float, T]]:
+    """``run`` preceded by ``measure_matmul`` (best of ``repeats``): returns ``(FLOPs per second, run's result)``.
+
+    On a machine whose speed drifts from second to second (a shared VM, a laptop changing clock), a
+    compute-bound time is only comparable with a rate measured next to it; ``x_floor_paired`` uses the pairs.
+    """
+    return lambda: (measure_matmul(device, dtype, repeats=repeats), run())
+
+
+def x_floor_paired(seconds: Sequence[float], rates: Sequence[float], floor_at: Callable[[float], float]) -> float:
+    """Median over runs of ``seconds[i] / floor_at(rates[i])``: each run against the floor at the rate measured
+    just before it (``rate_then``). ``floor_at``: FLOPs per second -> floor seconds."""
+    if not seconds or len(seconds) != len(rates):
+        raise bad_value("rates", len(rates), f"one rate per timed run ({len(seconds)}), at least one",
+                        "pair each run with its rate through rate_then")
+    return statistics.median(s / floor_at(r) for s, r in zip(seconds, rates))
 
 
 def measure_machine(device="cpu", dtype=torch.float32, *, copy_mb: int | None = None,

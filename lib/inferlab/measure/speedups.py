@@ -1,8 +1,8 @@
 """Each speed-up technique of notebook 08, measured side by side on this machine.
 
 - ``quant_rows``: weight formats (bytes, speed, perplexity on held-out text), one ``QuantRow`` each.
-- ``prefill_paths``: a long prompt read by the engine and by a fast decoder, interleaved with a matmul-rate
-  measurement for its floor (``PrefillTimes``).
+- ``prefill_paths``: a long prompt read by the engine and by a fast decoder, each run after a matmul-rate
+  measurement and judged against the floor at that rate (``PrefillTimes``).
 - ``decode_paths``: every way to decode, interleaved (engine, static cache, the fast paths, compiled),
   one ``PathRow`` each; ``compiled_decoder`` builds the compiled one (or says why it cannot).
 - ``scoreboard_rows``: each technique against its baseline, as text for ``viz.speed.scoreboard``.
@@ -14,6 +14,7 @@ Every path must produce the same greedy tokens; the rows carry them so notebooks
 from __future__ import annotations
 
 import dataclasses
+import statistics
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from ..models import Model
 from ..quantize import heldout_text, perplexity
 from ..timing import interleave, summarize, time_call
 from .kernels import KernelComparison
-from .machine import machine_profile, measure_matmul
+from .machine import machine_profile, rate_then, x_floor_paired
 from .sweeps import Sweep
 
 
@@ -167,42 +168,54 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
 
 @dataclass(frozen=True)
 class PrefillTimes:
-    """A long prompt read by the engine and by a fast decoder, and its roofline floor from the same minutes."""
+    """A long prompt read by the engine and by a fast decoder, against its roofline floor at the speed of the moment.
+
+    Each run is timed right after a short matmul-rate measurement (``machine.rate_then``), and each path's
+    ``*_x_floor`` is the median over its runs of the run against the floor at that run's rate: on a
+    machine whose speed drifts, a ratio of a typical time to a rate from another minute says more about
+    the drift than about the path.
+    """
 
     tokens: int
     engine_s: float  # median seconds to read the prompt into a cache
     fast_s: float
-    flops_per_s: float  # the best 1024 x 1024 matmul rate measured between those timings
+    engine_x_floor: float  # median over runs of (run / floor at the rate measured just before it)
+    fast_x_floor: float
+    flops_per_s: float  # the median of the matmul rates measured before the runs
     floor_s: float  # the prefill roofline floor at that rate
 
     def __repr__(self) -> str:
         return tr("PrefillTimes({tokens} tokens: engine {engine:.0f} ms ({engine_x:.2f}x floor), fast {fast:.0f} ms "
-                  "({fast_x:.2f}x), floor {floor:.0f} ms at {gflops:.0f} GFLOP/s measured alongside)",
-                  tokens=self.tokens, engine=self.engine_s * 1e3, engine_x=self.engine_s / self.floor_s,
-                  fast=self.fast_s * 1e3, fast_x=self.fast_s / self.floor_s, floor=self.floor_s * 1e3,
-                  gflops=self.flops_per_s / 1e9)
+                  "({fast_x:.2f}x), floor {floor:.0f} ms at {gflops:.0f} GFLOP/s, each run against the rate "
+                  "measured just before it)", tokens=self.tokens, engine=self.engine_s * 1e3,
+                  engine_x=self.engine_x_floor, fast=self.fast_s * 1e3, fast_x=self.fast_x_floor,
+                  floor=self.floor_s * 1e3, gflops=self.flops_per_s / 1e9)
 
 
 def prefill_paths(model: Model, decoder: FastDecoder, ids: list[int], *, repeats: int = 3,
                   machine: MachineProfile | None = None) -> PrefillTimes:
-    """Median seconds to read the prompt ``ids`` (one sequence) into a cache: engine and fast path, interleaved.
+    """Seconds to read the prompt ``ids`` (one sequence) into a cache: engine and fast path, interleaved.
 
-    TTFT without tokenizing and sampling: what the roofline's prefill floor bounds. A matmul-rate
-    measurement takes turns with the two paths, and the floor uses the best rate seen *then*: on a
-    machine whose speed drifts from minute to minute (a shared VM, a laptop changing clock), a rate
-    measured earlier in the session can put a prompt below its own floor or far above it.
+    TTFT without tokenizing and sampling: what the roofline's prefill floor bounds. Each run follows
+    a matmul-rate measurement and is judged against the floor at that rate (``PrefillTimes``).
     ``machine`` supplies the bandwidth side of the floor (default: ``machine_profile``).
     """
     device, dtype = model.device, model.info.dtype
-    timed = interleave({"engine": lambda: time_call(lambda: prefill(model, [ids]), repeats=1, warmup=0,
-                                                    device=device)[0],
-                        "fast": lambda: time_call(lambda: decoder.prefill([ids]), repeats=1, warmup=0,
-                                                  device=device)[0],
-                        "matmul": lambda: measure_matmul(device, dtype, repeats=1)}, repeats)
-    rate = max(timed["matmul"])
-    now = dataclasses.replace(machine or machine_profile(device, dtype), flops_per_s=rate)
-    floor = prefill_cost(Shape.from_info(model.info), len(ids), machine=now).floor_s
-    return PrefillTimes(len(ids), summarize(timed["engine"]).median, summarize(timed["fast"]).median, rate, floor)
+    base, shape = machine or machine_profile(device, dtype), Shape.from_info(model.info)
+
+    def floor_at(rate: float) -> float:
+        return prefill_cost(shape, len(ids), machine=dataclasses.replace(base, flops_per_s=rate)).floor_s
+
+    def timed(fn):
+        return rate_then(lambda: time_call(fn, repeats=1, warmup=0, device=device)[0], device, dtype)
+
+    runs = interleave({"engine": timed(lambda: prefill(model, [ids])), "fast": timed(lambda: decoder.prefill([ids]))},
+                      repeats)
+    (eng_rates, eng_s), (fast_rates, fast_s) = (list(zip(*runs[k])) for k in ("engine", "fast"))
+    rate = statistics.median(eng_rates + fast_rates)
+    return PrefillTimes(len(ids), summarize(eng_s).median, summarize(fast_s).median,
+                        x_floor_paired(eng_s, eng_rates, floor_at), x_floor_paired(fast_s, fast_rates, floor_at),
+                        rate, floor_at(rate))
 
 
 # ----------------------------------------------------------------------------- the scoreboard

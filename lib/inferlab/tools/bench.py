@@ -21,7 +21,9 @@ batching) live in ``inferlab.measure``; this tool only combines them into one ta
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -33,7 +35,7 @@ from ..cost import MachineProfile, Shape, decode_cost, prefill_cost
 from ..engine import decode_step, generate, prefill, reference_generate
 from ..fast import FastDecoder
 from ..fast_choice import cpu_name, library_versions
-from ..measure.machine import measure_bandwidth, measure_machine
+from ..measure.machine import measure_bandwidth, measure_machine, rate_then, x_floor_paired
 from ..measure.profiling import product_rates, profile_step
 from ..measure.speedups import bench_prompt, compiled_decoder
 from ..models import Model, load
@@ -67,18 +69,30 @@ def _runners(model: Model, prompt: str, n: int, decoders: dict[str, FastDecoder]
 def apply_floors(result: dict, machine: MachineProfile, read_bytes_per_s: float | None = None) -> dict:
     """(Re)compute a result's floors and each variant's ratio to them for ``machine``'s ceilings.
 
+    Where the variants' runs carry the matmul rate measured just before each (``bench_model``'s do), the
+    TTFT floor is at the median of those rates and each ``ttft_x_floor`` is the median over runs of the run
+    against the floor at its own rate (``measure.machine.x_floor_paired``); otherwise ``machine``'s rate.
+
     With ``read_bytes_per_s``, also ``tpot_x_read_floor``: TPOT against bytes / read bandwidth.
     """
     shape = Shape(result["model"], *result["shape"])
     result["machine"] = machine.to_dict()
-    result["ttft_floor_s"] = prefill_cost(shape, result["prompt_tokens"], machine=machine).floor_s
+
+    def floor_at(rate: float) -> float:
+        return prefill_cost(shape, result["prompt_tokens"],
+                            machine=dataclasses.replace(machine, flops_per_s=rate)).floor_s
+
+    rates = [r for v in result["variants"].values() for r in v.get("flops_per_s_runs", [])]
+    result["ttft_floor_flops_per_s"] = statistics.median(rates) if rates else machine.flops_per_s
+    result["ttft_floor_s"] = floor_at(result["ttft_floor_flops_per_s"])
     step = decode_cost(shape, result["prompt_tokens"] + result["new_tokens"] // 2, machine=machine)
     result["tpot_floor_s"] = step.floor_s
     if read_bytes_per_s:
         result["read_bytes_per_s"] = read_bytes_per_s
         result["tpot_read_floor_s"] = max(step.bytes / read_bytes_per_s, step.floor_compute_s)
     for v in result["variants"].values():
-        v["ttft_x_floor"] = v["ttft_s"] / result["ttft_floor_s"]
+        v["ttft_x_floor"] = (x_floor_paired(v["ttft_runs_s"], v["flops_per_s_runs"], floor_at)
+                             if v.get("flops_per_s_runs") else v["ttft_s"] / result["ttft_floor_s"])
         v["tpot_x_floor"] = v["tpot_s"] / result["tpot_floor_s"]
         if read_bytes_per_s:
             v["tpot_x_read_floor"] = v["tpot_s"] / result["tpot_read_floor_s"]
@@ -104,12 +118,16 @@ def bench_model(model: Model, *, prompt_tokens: int = 64, new_tokens: int = 32, 
     run = {k: v for k, v in _runners(model, prompt, new_tokens, decoders).items() if k in variants}
     machine = machine or measure_machine(model.device, model.info.dtype)
     log(f"  {model.info.name}: {len(run)} variants, warm-up + {repeats} interleaved repeats ...")
-    results = interleave(run, repeats)
+    # each request follows a short matmul-rate measurement: its TTFT is judged against the floor at the
+    # speed of that moment, as notebook 08's prefill_paths does (a shared machine's speed drifts)
+    results = interleave({k: rate_then(fn, model.device, model.info.dtype) for k, fn in run.items()}, repeats)
     rows = {}
-    for k, pairs in results.items():
+    for k, runs in results.items():
+        rates, pairs = [r for r, _ in runs], [p for _, p in runs]
         ttft, tpot = summarize([p[0] for p in pairs]), summarize([p[1] for p in pairs])
         rows[k] = {"ttft_s": ttft.median, "tpot_s": tpot.median, "ttft_min_s": ttft.min, "ttft_max_s": ttft.max,
-                   "tpot_min_s": tpot.min, "tpot_max_s": tpot.max}
+                   "tpot_min_s": tpot.min, "tpot_max_s": tpot.max,
+                   "ttft_runs_s": [p[0] for p in pairs], "flops_per_s_runs": rates}
     info = model.info
     result = {"model": info.name, "source": info.source, "n_params": info.n_params,
               "weight_bytes": info.weight_bytes, "dtype": str(info.dtype), "device": str(model.device),
@@ -159,7 +177,8 @@ def table(results: list[dict], machine_info: dict | None = None) -> str:
                          f"{v['tpot_s'] * 1e3:>10.2f}{v['tpot_x_floor']:>9.2f}{xr:>14}{spread:>18}{rel:>19}")
         notes.append(f"{name}: {r['source']}, {r['n_params'] / 1e6:.1f}M params, {r['weight_bytes'] / 1e6:.0f} MB "
                      f"{r['dtype'].removeprefix('torch.')} on {r['device']}, prompt {r['prompt_tokens']} + "
-                     f"{r['new_tokens']} new tokens, {r['repeats']} interleaved repeats")
+                     f"{r['new_tokens']} new tokens, {r['repeats']} interleaved repeats"
+                     + f"; TTFT floor at {r['ttft_floor_flops_per_s'] / 1e9:.0f} GFLOP/s")
         for k, why in r.get("skipped", {}).items():
             notes.append(f"  {k} left out: {why}")
         for k, c in r.get("choices", {}).items():
@@ -173,7 +192,9 @@ def table(results: list[dict], machine_info: dict | None = None) -> str:
             total = sum(x["product_s"] for x in rates)
             notes.append(f"  {k} products, GB/s (share of a plain read of the same bytes): {parts}; "
                          f"all products {total * 1e3:.2f} ms per step")
-    legend = ("floors: TTFT = prefill roofline (max of FLOPs / matmul rate, bytes / copy bandwidth); "
+    legend = ("floors: TTFT = prefill roofline (max of FLOPs / matmul rate, bytes / copy bandwidth): each request "
+              "follows a matmul-rate measurement, and its 'x floor' is the median over requests of each against the "
+              "floor at the rate measured just before it (the floor row: at the median rate); "
               "TPOT = (weights + KV cache bytes) / copy bandwidth; 'x read floor' uses the read-only bandwidth")
     top = [machine_header(machine_info)] if machine_info else []
     return "\n".join([*top, *lines, "", legend, *notes])
