@@ -36,6 +36,18 @@ def test_tied_head_logits_are_bitwise_the_engines(model, decoder):
     assert decoder.tokens == cache.tokens
 
 
+def test_prompt_gelu_is_hugging_faces_on_tied_and_one_pass_elsewhere(model):
+    y = torch.randn(8, 12) * 3
+    assert torch.equal(fast.PromptScratch(8, y).gelu_(y.clone()), fast.gelu_new(y))  # bitwise, in place
+    one_pass = fast.PromptScratch(8, y, exact=False).gelu_(y.clone())
+    assert torch.equal(one_pass, torch.nn.functional.gelu(y, approximate="tanh"))
+    assert torch.allclose(one_pass, fast.gelu_new(y), atol=1e-6)  # the same function, rounded differently
+    ids = model.encode(PROMPT)
+    ref, _ = il.prefill(model, [ids])
+    got = fast.FastDecoder(model, 64, weights="transposed").prefill([ids])
+    assert torch.allclose(ref, got, atol=1e-3) and int(ref.argmax()) == int(got.argmax())
+
+
 @pytest.mark.parametrize("weights", fast.WEIGHTS)
 def test_greedy_tokens_match_generate(model, weights):
     if weights == "packed" and not fast.onednn_packing():
