@@ -159,7 +159,8 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
 
     def note(k: str) -> str:
         dec = decoders.get(k)
-        return tr("lost to {weights}", weights=dec.weights) if dec is not None and k.endswith("compile") and not dec.compiled else ""
+        lost = dec is not None and k.endswith("compile") and not dec.compiled
+        return tr("lost to {weights}", weights=dec.weights) if lost else ""
 
     return [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median,
                     tuple(vals[0][2]), decoders[k].extra_bytes if k in decoders else None, note(k))
