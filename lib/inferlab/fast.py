@@ -26,7 +26,7 @@ model's weights (plain tensors from ``_hf.block_tensors``) with a pre-allocated 
   multi-megabyte tensor per operation cost about a tenth of the prefill here (GPT-2 small, 256
   tokens: 441 -> 412 ms median, interleaved), with the same operations in the same order, so the
   logits stay bitwise the engine's. Every layout but ``"tied"`` (the bitwise one) then takes PyTorch's
-  one-pass tanh GELU for the prompt instead of Hugging Face's seven operations: about 4% of the
+  one-pass tanh GELU for the prompt instead of Hugging Face's eight operations: about 4% of the
   prefill here, same greedy tokens.
 - ``cuda_graph`` (CUDA only, on by default there): the fixed-shape step is recorded once as a CUDA
   graph and replayed, so hundreds of kernel launches cost one.
@@ -63,7 +63,7 @@ def gelu_new(x: torch.Tensor) -> torch.Tensor:
 
 def gelu_new_(y: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
     """``gelu_new(y)`` written into ``y`` (``scratch``: a tensor of ``y``'s shape to use): the same operations on
-    the same values as ``gelu_new``, so bitwise the same, without its five fresh tensors."""
+    the same values as ``gelu_new``, so bitwise the same, without its eight fresh tensors."""
     t = torch.pow(y, 3.0, out=scratch)
     t.mul_(0.044715).add_(y).mul_(math.sqrt(2.0 / math.pi)).tanh_().add_(1.0)
     return y.mul_(0.5).mul_(t)
@@ -74,7 +74,7 @@ class PromptScratch:
     reused by every block, since the blocks' products have the same shapes (see the module doc).
 
     ``exact``: the GELU as Hugging Face computes it (``gelu_new_``, bitwise), else PyTorch's one-pass tanh GELU
-    (``F.gelu(approximate="tanh")``: the same function, rounded differently, one kernel instead of seven).
+    (``F.gelu(approximate="tanh")``: the same function, rounded differently, one kernel instead of eight).
     """
 
     def __init__(self, rows: int, like: torch.Tensor, exact: bool = True) -> None:

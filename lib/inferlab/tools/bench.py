@@ -8,8 +8,10 @@ of the decode step; tens of seconds of compiling first, and left out with its re
 PyTorch cannot compile, e.g. no C++ compiler). Both fast paths take ``weights="auto"``: the layout
 measured fastest here (``inferlab.fast_choice``), named in the table's notes with its margin. It
 prints one table of median TTFT and TPOT with each number's ratio to its roofline floor (measured in
-the same run), headed by the machine (CPU model, threads, torch, MKL and oneDNN versions, so two
-machines' tables can be compared), and writes the same as JSON.
+the same run: each request follows a short matmul-rate measurement, and its TTFT is judged against the
+floor at that rate, since a shared machine's speed drifts from second to second), headed by the
+machine (CPU model, threads, torch, MKL and oneDNN versions, so two machines' tables can be compared),
+and writes the same as JSON.
 
 ``generate()`` reports no per-token times, so its TTFT is the end-to-end time of a 1-token request
 and its TPOT is ``(E2E(N) - E2E(1)) / (N - 1)`` from back-to-back requests in the same repeat.
