@@ -187,12 +187,14 @@ def test_bandwidth_counts_bytes_once_for_reads_and_twice_for_copies(monkeypatch)
 
 
 def test_each_run_is_judged_against_the_floor_at_its_own_rate(monkeypatch):
-    rates = iter([100e9, 200e9, 50e9])
-    monkeypatch.setattr(measure.machine, "measure_matmul", lambda device, dtype, repeats: next(rates))
+    rates, sizes = iter([100e9, 200e9, 50e9]), []
+    monkeypatch.setattr(measure.machine, "measure_matmul",
+                        lambda device, dtype, n, repeats: sizes.append(n) or next(rates))
     seconds = iter([0.3, 0.15, 0.6])  # the machine halves and doubles its speed: each run 1.5x its own floor
     paired = measure.machine.rate_then(lambda: next(seconds))
     runs = [paired() for _ in range(3)]
     assert runs == [(100e9, 0.3), (200e9, 0.15), (50e9, 0.6)]
+    assert sizes == [1024] * 3 and measure.machine.matmul_size("cuda") == 8192  # a GPU needs a bigger product
     rate, secs = zip(*runs)
     floor_at = lambda r: 20e9 / r  # noqa: E731 - 20 GFLOP: 0.2 s at 100 GFLOP/s
     assert measure.machine.x_floor_paired(secs, rate, floor_at) == pytest.approx(1.5)

@@ -77,14 +77,23 @@ def measure_matmul(device="cpu", dtype=torch.float32, n: int = 1024, repeats: in
     return max(_matmul_rates(device, dtype, n, repeats))
 
 
+def matmul_size(device) -> int:
+    """The ``n`` of the ``n x n`` product that measures ``device``'s matmul ceiling: 8192 on a GPU (smaller
+    products leave most of it idle), 1024 on a CPU."""
+    return 8192 if torch.device(device).type == "cuda" else 1024
+
+
 def rate_then(run: Callable[[], T], device="cpu", dtype=torch.float32, repeats: int = 3
               ) -> Callable[[], tuple[float, T]]:
-    """``run`` preceded by ``measure_matmul`` (best of ``repeats``): returns ``(FLOPs per second, run's result)``.
+    """``run`` preceded by ``measure_matmul`` (``matmul_size``, best of ``repeats``).
+
+    Returns ``(FLOPs per second, run's result)``.
 
     On a machine whose speed drifts from second to second (a shared VM, a laptop changing clock), a
     compute-bound time is only comparable with a rate measured next to it; ``x_floor_paired`` uses the pairs.
     """
-    return lambda: (measure_matmul(device, dtype, repeats=repeats), run())
+    n = matmul_size(device)
+    return lambda: (measure_matmul(device, dtype, n=n, repeats=repeats), run())
 
 
 def x_floor_paired(seconds: Sequence[float], rates: Sequence[float], floor_at: Callable[[float], float]) -> float:
@@ -105,7 +114,7 @@ def measure_machine(device="cpu", dtype=torch.float32, *, copy_mb: int | None = 
     device = torch.device(device)
     big = device.type == "cuda"
     copy_mb = copy_mb or (1024 if big else 256)
-    matmul_n = matmul_n or (8192 if big else 1024)
+    matmul_n = matmul_n or matmul_size(device)
     bw = _bandwidth_rates(device, dtype, copy_mb, repeats, "copy")
     mm = _matmul_rates(device, dtype, matmul_n, repeats)
     return MachineProfile(device=str(device), dtype=str(dtype).removeprefix("torch."),
