@@ -106,7 +106,7 @@ def prefill_limit(pre: PrefillTimes, engine_profile: StepProfile, fast_profile: 
               "fast path's **{fast:.0f} ms ({fast_x:.2f}x)**. The floor is {floor:.0f} ms at this CPU's matmul rate "
               "({gflops:.0f} GFLOP/s, the median of the rates measured just before each run), and each run is judged "
               "against the floor at the rate measured just before it: a machine that speeds up or slows down between "
-              "runs does not move the ratios. ", tokens=pre.tokens, engine=pre.engine_s * 1e3,
+              "runs moves the ratios far less than it moves the times. ", tokens=pre.tokens, engine=pre.engine_s * 1e3,
               engine_x=pre.engine_x_floor, fast=pre.fast_s * 1e3, fast_x=pre.fast_x_floor, floor=pre.floor_s * 1e3,
               gflops=pre.flops_per_s / 1e9)
     if top == "matmuls":
