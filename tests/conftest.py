@@ -6,6 +6,8 @@ import os
 import tempfile
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere
+# the notebooks' test scale (inferlab/scale.py) unless the caller chose one; notebook kernels inherit it
+os.environ.setdefault("INFERLAB_SCALE", "test")
 # the fast path remembers its measured layout choice; tests keep theirs out of the learner's ~/.cache
 os.environ.setdefault("INFERLAB_CACHE", tempfile.mkdtemp(prefix="inferlab-test-cache-"))
 

@@ -132,8 +132,8 @@ def test_induction_check_needs_an_earlier_previous_token_head():
     assert not scores_with((0, 1), (0, 0)).induction_check().is_induction  # layer 0: nothing earlier
     assert not scores_with((2, 1), (2, 0)).induction_check().is_induction  # previous-token head not earlier
     assert not scores_with((2, 1), (0, 1), value=0.15).induction_check().is_induction  # 1.5 x: not above chance
-    assert "not above chance" in n03.head_title(scores_with((2, 1), (0, 1), value=0.15), "induction") or \
-        "not an induction head" in n03.head_title(scores_with((2, 1), (0, 1), value=0.15), "induction")
+    assert n03.head_title(scores_with((2, 1), (0, 1), value=0.15), "induction").startswith(
+        "Highest induction score, not an induction head: layer 2, head 1")
     assert n03.head_title(scores_with((0, 1), None), "induction").startswith("Highest induction score, not an")
     assert n03.head_title(scores_with((2, 1), (0, 1)), "induction").startswith("Top induction head: layer 2, head 1")
     assert n03.head_title(scores_with((2, 1), None), "previous").startswith("Highest-scoring previous-token head, "
@@ -214,4 +214,17 @@ def test_ablation_figure_and_widget(model, pat):
     broken = wa.ablation_view(lambda specs: heads.ablate(model, [1], specs), str, 2, 2)
     assert "Could not run" in broken.result.value
     text = n03.ablation(ab, "the prompt")
-    assert "layer 1, head 2" in text and ("real change" in text or "next to nothing" in text)
+    assert "layer 1, head 2" in text and f"from {ab.loss:.3f} to {ab.loss_off:.3f}" in text
+
+
+def test_ablation_narration_tells_a_real_change_from_next_to_nothing():
+    flat = torch.full((4,), 0.25)
+
+    def made(loss_off: float, kl_bits: float) -> heads.Ablation:
+        return heads.Ablation([(2, 1)], start=5, loss=2.0, loss_off=loss_off, probs=flat, probs_off=flat,
+                              kl_bits=kl_bits)
+
+    assert "real change" in n03.ablation(made(3.1, 0.5), "the second copy")  # +1.1 nats
+    assert "real change" in n03.ablation(made(2.01, 0.2), "the second copy")  # the distribution moved
+    quiet = n03.ablation(made(2.015, 0.01), "the second copy")
+    assert "next to nothing" in quiet and "(+0.015)" in quiet and "layer 2, head 1" in quiet

@@ -4,10 +4,9 @@ its own (or its own layer), there are no import cycles, and only ``_hf.py`` name
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
-
-import pytest
 
 LIB = Path(__file__).resolve().parents[1] / "lib" / "inferlab"
 REPO = LIB.parents[1]
@@ -15,7 +14,7 @@ REPO = LIB.parents[1]
 # Lower layers never import higher ones. A package entry ("measure") covers every module inside it.
 LAYERS: list[tuple[str, ...]] = [
     ("i18n",),                                              # the language a reader reads
-    ("errors", "paths", "progress", "timing"),              # plain helpers
+    ("errors", "paths", "progress", "scale", "timing"),     # plain helpers
     ("cost",),                                              # formulas: FLOPs, bytes, floors, published shapes
     ("_hf",),                                               # the one adapter to Hugging Face
     ("models",),                                            # load(), Model, ModelInfo
@@ -38,9 +37,9 @@ def _unit(path: Path) -> str:
     return path.relative_to(LIB).parts[0].removesuffix(".py")
 
 
-def _imports(path: Path) -> set[str]:
-    """Units this file imports from inside inferlab (relative or absolute)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def _imports(path: Path, text: str | None = None) -> set[str]:
+    """Units this file (or ``text``, its contents) imports from inside inferlab (relative or absolute)."""
+    tree = ast.parse(path.read_text(encoding="utf-8") if text is None else text)
     package = list(path.relative_to(LIB).parent.parts)
     out: set[str] = set()
     for node in ast.walk(tree):
@@ -71,11 +70,30 @@ def test_every_module_has_a_layer():
     assert not missing, f"add these modules to LAYERS in tests/test_layers.py: {missing}"
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: str(p.relative_to(LIB)))
-def test_no_module_imports_one_above_its_layer(path):
-    unit = _unit(path)
-    above = sorted(u for u in _imports(path) - {unit} if u in LAYER_OF and LAYER_OF[u] > LAYER_OF.get(unit, -1))
-    assert not above, f"{path.relative_to(LIB)} (layer {LAYER_OF.get(unit)}) imports from higher layers: {above}"
+def upward_imports(files, texts: dict | None = None) -> list[str]:
+    """One line per module that imports from a layer above its own (``texts``: contents to use instead of a file's)."""
+    out = []
+    for path in files:
+        unit = _unit(path)
+        imported = _imports(path, (texts or {}).get(path))
+        above = sorted(u for u in imported - {unit} if u in LAYER_OF and LAYER_OF[u] > LAYER_OF.get(unit, -1))
+        if above:
+            out.append(f"{path.relative_to(LIB)} (layer {LAYER_OF.get(unit)}) imports from higher layers: {above}")
+    return out
+
+
+def test_no_module_imports_one_above_its_layer():
+    bad = upward_imports(FILES)
+    assert not bad, "\n".join(bad)
+
+
+def test_an_upward_import_is_named():
+    # the check above must be able to fail: a plain helper that imports the engine is reported by name
+    timing, sweeps = LIB / "timing.py", LIB / "measure" / "sweeps.py"
+    texts = {timing: "from .engine import generate\n", sweeps: "from ..viz import latency\n"}
+    assert upward_imports([timing, sweeps], texts) == [
+        "timing.py (layer 1) imports from higher layers: ['engine']",
+        "measure/sweeps.py (layer 10) imports from higher layers: ['viz']"]
 
 
 def test_no_import_cycles_between_modules():
@@ -109,12 +127,21 @@ def _sources() -> list[Path]:
     return [p for p in out if p.name != Path(__file__).name]
 
 
-@pytest.mark.parametrize("path", _sources(), ids=lambda p: str(p.relative_to(REPO)))
-def test_only_the_adapter_names_gpt2_internals(path):
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".ipynb":  # code cells (prose may teach GPT-2's module names; outputs are data)
-        import json
-
+def internal_names(path: Path, text: str) -> list[str]:
+    """GPT-2's internal names in ``text`` (a notebook's code cells only: its prose may teach the module names)."""
+    if path.suffix == ".ipynb":
         text = "\n".join("".join(c["source"]) for c in json.loads(text)["cells"] if c["cell_type"] == "code")
-    hits = sorted({m.group(0) for m in INTERNALS.finditer(text)})
-    assert not hits, f"{path.relative_to(REPO)} names GPT-2 internals {hits}; use the functions in _hf.py"
+    return sorted({m.group(0) for m in INTERNALS.finditer(text)})
+
+
+def test_only_the_adapter_names_gpt2_internals():
+    bad = [f"{p.relative_to(REPO)} names GPT-2 internals {hits}" for p in _sources()
+           if (hits := internal_names(p, p.read_text(encoding="utf-8")))]
+    assert not bad, "use the functions in _hf.py:\n" + "\n".join(bad)
+
+
+def test_internal_names_are_found_in_code_not_in_prose():
+    nb = {"cells": [{"cell_type": "markdown", "source": ["GPT-2's `c_attn` projects q, k, v"]},
+                    {"cell_type": "code", "source": ["m.hf.transformer.h[0].ln_1"]}]}
+    assert internal_names(Path("x.ipynb"), json.dumps(nb)) == [".ln_1", "transformer.h"]
+    assert internal_names(Path("x.py"), "cfg.n_embd + model.lm_head") == [".lm_head", "n_embd"]

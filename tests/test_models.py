@@ -67,6 +67,22 @@ def test_full_size_gpt2_config_with_random_weights():
     assert m.info.source == "random-weights"
     _logits, cache = il.prefill(m, list(range(200)))
     assert cache.nbytes == 14_745_600  # REFERENCE.md: 200 tokens of GPT-2 small's cache in fp32
+    assert m.info.name == "gpt2" and m.info.path == "random:gpt2"
+
+
+def test_random_weights_with_fewer_blocks():
+    """The test scale's timing model: GPT-2's width, context and vocabulary with 2 of its 12 blocks."""
+    m = il.load("random:gpt2", verbose=False, n_layer=2)
+    assert (m.info.n_layer, m.info.n_head, m.info.d_model, m.info.n_ctx) == (2, 12, 768, 1024)
+    # 124,439,808 - 10 blocks x 7,087,872 parameters each
+    assert m.info.n_params == 53_561_088 and m.info.name == "gpt2 (2 of 12 blocks)"
+    assert m.info.path == "random:gpt2" and m.info.source == "random-weights"
+    for bad, error in (({"model": "bundled", "n_layer": 2}, ValueError), ({"model": "random:gpt2", "n_layer": 0},
+                                                                          ValueError),
+                       ({"model": "random:gpt2", "n_layer": 2.5}, TypeError)):
+        with pytest.raises(error, match="n_layer") as err:
+            il.load(verbose=False, **bad)
+        assert "Fix" in str(err.value) or "use e.g." in str(err.value)
 
 
 def test_auto_respects_offline_and_is_fast(monkeypatch):

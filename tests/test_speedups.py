@@ -40,8 +40,9 @@ def test_profile_step_adds_up(model):
     prof = profiling.profile_step(lambda: decoder.step(3), label="fast", repeats=3, warmup=1)
     assert set(prof.groups) == set(profiling.GROUPS)
     assert prof.groups["matmuls"] > 0 and prof.groups["attention"] > 0
-    assert all(v >= 0 for v in prof.groups.values())
-    assert any("addmm" in name for name, _, _ in prof.top_ops)
+    calls = {name: count for name, _, count in prof.top_ops}  # per step
+    assert calls["aten::addmm"] == 4 * model.info.n_layer  # qkv, attention out, fc, MLP out in every block
+    assert sum(c for name, c in calls.items() if "scaled_dot_product" in name) == model.info.n_layer
     fig = speed.profile_bars([prof], floor_s=1e-3)
     assert len(fig.data) == len(profiling.GROUPS)
     assert "ms" in fig.layout.xaxis.title.text
@@ -190,7 +191,7 @@ def test_narrate_what_limits_prefill():
     assert "*Python & dispatch*" in text and "re-run the cell" in text
 
 
-MACHINE = cost.MachineProfile("cpu", "float32", bytes_per_s=20e9, flops_per_s=1e15, copy_mb=1, matmul_n=1)
+MACHINE = cost.MachineProfile("cpu", "float32", bytes_per_s=1e15, flops_per_s=1e15, copy_mb=1, matmul_n=1)
 
 
 def test_prefill_paths_time_both_and_leave_the_fast_cache_filled(model):
@@ -199,9 +200,10 @@ def test_prefill_paths_time_both_and_leave_the_fast_cache_filled(model):
     times = speedups.prefill_paths(model, dec, ids, repeats=3, machine=MACHINE)
     assert times.tokens == len(ids) and times.engine_s > 0 and times.fast_s > 0 and times.flops_per_s > 0
     assert dec.tokens == len(ids)
-    # the floor is the roofline's at the median matmul rate measured between the runs, with the given bandwidth
-    alongside = dataclasses.replace(MACHINE, flops_per_s=times.flops_per_s)
-    assert times.floor_s == cost.prefill_cost(cost.Shape.from_info(model.info), len(ids), machine=alongside).floor_s
-    assert times.flops_per_s != MACHINE.flops_per_s  # measured, not the stored profile's
+    # the floor is the prompt's FLOPs at the median matmul rate measured between the runs (the given bandwidth is
+    # so high that the prefill is compute-bound), not at the stored profile's 1e15 FLOP/s
+    flops = cost.prefill_cost(cost.Shape.from_info(model.info), len(ids)).flops
+    assert times.floor_s == pytest.approx(flops / times.flops_per_s)
+    assert 1e8 < times.flops_per_s < 1e14
     assert times.engine_x_floor > 0 and times.fast_x_floor > 0
     assert f"({times.fast_x_floor:.2f}x)" in repr(times) and "x floor" in repr(times)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 
 import pytest
 
@@ -57,8 +58,9 @@ def test_summary_on_hand_worked_values():
 
 def test_time_call_warms_up_then_times_each_call():
     calls = []
-    out = time_call(lambda: calls.append(1), repeats=4, warmup=2)
-    assert len(out) == 4 and len(calls) == 6 and all(t >= 0 for t in out)
+    out = time_call(lambda: (calls.append(1), time.sleep(0.002)), repeats=4, warmup=2)
+    assert len(out) == 4 and len(calls) == 6
+    assert all(t >= 0.002 for t in out)  # each time covers the whole call (a sleep lasts at least its length)
 
 
 def test_interleave_warms_up_then_rotates():

@@ -215,7 +215,10 @@ def test_chips_one_per_token_with_ids_in_titles(tok):
     for p in t.pieces:
         assert f"id {p.id}," in html
     assert "<br>" in html and "⏎" in html  # the newline is visible and breaks the line
-    assert "e4 bb" not in html or "part of" in html
+    # 什 is bytes e4 bb 80, cut into two tokens: each chip shows its bytes and the character it is part of
+    assert [p.partial for p in t.pieces[-2:]] == [True, True]
+    assert "bytes e4 bb, part of &#x27;什&#x27; (U+4EC0)" in html and "bytes 80, part of &#x27;什&#x27;" in html
+    assert html.count(">of 什 · ") == 2
 
 
 def test_chips_cap(tok):

@@ -74,6 +74,40 @@ def test_check_checks_the_clone_it_runs_in_and_names_each_bad_notebook(tmp_path)
     assert lines[-1] == f"checked 2 notebook(s) in {(clone / 'notebooks').resolve()}: 2 problem(s)"
 
 
+def test_check_refuses_a_notebook_stored_at_the_test_scale(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = _notebook(tmp_path / "notebooks" / "00_x.ipynb", "print(1)")
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[1].execution_count = 1
+    nb.metadata["inferlab"] = {"code_sha256": notebook_tools.code_hash(nb), "model": "bundled"}
+    nbformat.write(nb, path)
+    assert notebook_tools.problems(path) == []  # a stamp from before the test scale existed: a full-scale run
+    nb.metadata["inferlab"]["scale"] = "test"
+    nbformat.write(nb, path)
+    assert notebook_tools.problems(path) == [
+        "was executed at the 'test' scale; the stored run must be the lesson's: re-run "
+        "`python -m inferlab.tools.notebook_tools execute notebooks/00_x.ipynb`"]
+
+
+def test_tools_answer_help_without_importing_torch():
+    """Every tool's --help (and `import inferlab`) answers at once: torch and transformers are imported lazily."""
+    script = ("import runpy, sys\n"
+              "import inferlab\n"
+              "assert 'torch' not in sys.modules, 'import inferlab imported torch'\n"
+              "for tool in sys.argv[1:]:\n"
+              "    sys.argv = [tool, '--help']\n"
+              "    try:\n"
+              "        runpy.run_module('inferlab.tools.' + tool, run_name='__main__')\n"
+              "    except SystemExit as stop:\n"
+              "        assert stop.code == 0, (tool, stop.code)\n"
+              "    heavy = sorted(m for m in ('torch', 'transformers', 'plotly') if m in sys.modules)\n"
+              "    print(tool, 'imported', heavy)\n")
+    tools = ["notebook_tools", "export_html", "download", "bench", "gpu_check"]
+    done = subprocess.run([sys.executable, "-c", script, *tools], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert [line for line in done.stdout.splitlines() if " imported " in line] == [f"{t} imported []" for t in tools]
+
+
 def _json_error(path: Path) -> str:
     import json
 
@@ -143,16 +177,24 @@ def test_usage_errors_exit_2(capsys, argv):
 def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouched(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("INFERLAB_MODEL", "bundled")  # execute() sets it when missing; restored afterwards
+    monkeypatch.setenv("INFERLAB_SCALE", "test")  # as in the suite: the stored run is made at the full scale anyway
     bad = _notebook(tmp_path / "notebooks" / "01_bad.ipynb", "x = 1", "1 / 0")
-    good = _notebook(tmp_path / "notebooks" / "02_good.ipynb", "print(6 * 7)")
+    good = _notebook(tmp_path / "notebooks" / "02_good.ipynb", "print(6 * 7)",
+                     "import os; print(os.environ['INFERLAB_SCALE'], os.environ['HF_HUB_OFFLINE'])")
     bad_before = bad.read_bytes()
-    assert notebook_tools.main(["execute", "--timeout", "120"]) == 1
+    assert notebook_tools.main(["execute", "--timeout", "120"]) == 2  # every notebook needs --all
+    assert "--all" in capsys.readouterr().err
+    assert any("never executed" in problem for problem in notebook_tools.problems(good))  # nothing ran
+    assert notebook_tools.main(["execute", "--all", "--timeout", "120"]) == 1
     out = capsys.readouterr()
     assert _lines(out.err) == ["notebooks/01_bad.ipynb: not saved, cell 3 raised ZeroDivisionError: division by zero. "
                                "Fix: run it in JupyterLab to see the whole error."]
     assert bad.read_bytes() == bad_before
     assert notebook_tools.problems(good) == []
-    assert nbformat.read(good, as_version=4).cells[1].outputs[0]["text"] == "42\n"
+    stored = nbformat.read(good, as_version=4)
+    assert stored.cells[1].outputs[0]["text"] == "42\n"
+    assert stored.cells[2].outputs[0]["text"] == "full 1\n"  # the kernel ran at the full scale, offline
+    assert stored.metadata["inferlab"]["scale"] == "full" and os.environ["INFERLAB_SCALE"] == "test"
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["01_bad.ipynb", "02_good.ipynb"]
 
 

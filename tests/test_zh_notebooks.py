@@ -33,7 +33,8 @@ def language_neutral(source: str) -> tuple[str, list[str]]:
 
 
 def test_every_notebook_has_a_chinese_twin_and_no_twin_is_orphaned():
-    assert len(ENGLISH) == 9
+    numbers = [p.name[:2] for p in ENGLISH]
+    assert numbers and numbers == [f"{i:02d}" for i in range(len(ENGLISH))], f"numbered 00, 01, ...: {numbers}"
     missing = [p.name for p in ENGLISH if not twin(p).is_file()]
     assert not missing, f"no Chinese twin in notebooks/zh/ for {missing}"
     orphans = sorted({p.name for p in (ROOT / "notebooks" / "zh").glob("*.ipynb")} - {p.name for p in ENGLISH})

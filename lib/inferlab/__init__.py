@@ -8,23 +8,79 @@ The flat public API (everything else is importable by path, e.g. ``inferlab.viz.
     logits, cache = il.decode_step(m, int(logits.argmax()), cache)  # job 2: one token at a time
     trace = il.generate(m, "To be, or not", max_new_tokens=20, record="all")
     trace.latency                                  # TTFT, TPOT, E2E, ITL
+
+Imported lazily (PEP 562): ``import inferlab`` costs milliseconds, and torch and transformers are imported
+the first time a name that needs them is used (``il.load``, ``il.generate``, ...). A command-line tool's
+``--help`` therefore never waits for them; a notebook pays once, on its first ``il.load()``.
 """
 
-from . import cost, timing  # noqa: F401 - il.cost and il.timing for notebooks
-from .cache import CacheSnapshot, KVCache
-from .engine import Stream, decode_step, forward_full, generate, prefill, reference_generate, stream
-from .generation import GenerationConfig, TokenEvent
-from .i18n import by_language, language, set_language, tr
-from .models import Model, ModelInfo, load
-from .sampling import GREEDY, SamplingConfig, SamplingStep, filter_logits, sample, sample_with_steps
-from .timing import Latency, Summary, summarize
-from .trace import StepRecord, Trace
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "GREEDY", "CacheSnapshot", "GenerationConfig", "KVCache", "Latency", "Model", "ModelInfo", "SamplingConfig",
-    "SamplingStep", "StepRecord", "Stream", "Summary", "TokenEvent", "Trace", "by_language", "decode_step",
-    "filter_logits", "forward_full", "generate", "language", "load", "prefill", "reference_generate", "sample",
-    "sample_with_steps", "set_language", "stream", "summarize", "tr",
-]
+# public name -> the module that defines it (relative to this package)
+_NAMES: dict[str, str] = {
+    **dict.fromkeys(("KVCache", "CacheSnapshot"), "cache"),
+    **dict.fromkeys(("Stream", "decode_step", "forward_full", "generate", "prefill", "reference_generate", "stream"),
+                    "engine"),
+    **dict.fromkeys(("GenerationConfig", "TokenEvent"), "generation"),
+    **dict.fromkeys(("by_language", "language", "set_language", "tr"), "i18n"),
+    **dict.fromkeys(("Model", "ModelInfo", "load"), "models"),
+    **dict.fromkeys(("GREEDY", "SamplingConfig", "SamplingStep", "filter_logits", "sample", "sample_with_steps"),
+                    "sampling"),
+    **dict.fromkeys(("Latency", "Summary", "summarize"), "timing"),
+    **dict.fromkeys(("StepRecord", "Trace"), "trace"),
+}
+
+__all__ = sorted(_NAMES)
+
+
+def __getattr__(name: str):
+    """``il.load`` imports ``inferlab.models`` on first use; ``il.viz``, ``il.cost``... import that submodule."""
+    if name in _NAMES:
+        value = getattr(importlib.import_module(f".{_NAMES[name]}", __name__), name)
+    elif not name.startswith("__"):
+        try:
+            value = importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"{__name__}.{name}":  # the submodule exists but something it imports does not
+                raise
+            raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from None
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_NAMES})
+
+
+if TYPE_CHECKING:  # what static tools and editors see; nothing is imported at run time
+    from . import cost, measure, narrate, timing, viz, widgets  # noqa: F401
+    from .cache import CacheSnapshot, KVCache  # noqa: F401
+    from .engine import (  # noqa: F401
+        Stream,
+        decode_step,
+        forward_full,
+        generate,
+        prefill,
+        reference_generate,
+        stream,
+    )
+    from .generation import GenerationConfig, TokenEvent  # noqa: F401
+    from .i18n import by_language, language, set_language, tr  # noqa: F401
+    from .models import Model, ModelInfo, load  # noqa: F401
+    from .sampling import (  # noqa: F401
+        GREEDY,
+        SamplingConfig,
+        SamplingStep,
+        filter_logits,
+        sample,
+        sample_with_steps,
+    )
+    from .timing import Latency, Summary, summarize  # noqa: F401
+    from .trace import StepRecord, Trace  # noqa: F401

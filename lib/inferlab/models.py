@@ -19,7 +19,7 @@ import torch
 
 from . import _hf
 from .cost import GPT2_SHAPES
-from .errors import bad_value
+from .errors import bad_value, check_number
 from .i18n import tr
 from .paths import BUNDLED_DIR
 
@@ -272,7 +272,7 @@ def _from_folder(path: Path, dtype, device):
 
 
 def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto", dtype=None,
-         *, verbose: bool = True) -> Model:
+         *, verbose: bool = True, n_layer: int | None = None) -> Model:
     """Load a GPT-2-family model and its tokenizer.
 
     Args:
@@ -283,6 +283,9 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
         device: ``"auto"`` (CUDA, then MPS, then CPU), ``"cpu"``, ``"cuda"``, ``"cuda:1"``, ``"mps"``.
         dtype: ``None`` (float16 on CUDA, float32 elsewhere) or ``"float32"``/``"float16"``/``"bfloat16"``.
         verbose: print one line saying what was loaded and why.
+        n_layer: ``"random:"`` models only: build this many of the family's blocks instead of all of them
+            (the same width, heads, context and vocabulary). The test suite's scale times GPT-2's shape
+            with 2 of its 12 blocks (``inferlab.scale``); ``None`` (the default) builds the published depth.
 
     Example:
         >>> m = load("bundled")                     # doctest: +SKIP
@@ -294,6 +297,11 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
     if not isinstance(model, str) or not model.strip():
         raise bad_value("model", model, "'auto', 'bundled', a hub name like 'gpt2', a folder, or 'random:gpt2'",
                         "pass one of those strings")
+    if n_layer is not None:
+        check_number("n_layer", n_layer, low=1, integer=True, fix="pass a whole number of blocks, e.g. n_layer=2")
+        if not model.startswith("random:"):
+            raise bad_value("n_layer", n_layer, "None unless model is 'random:<family>'",
+                            "a trained checkpoint keeps all its blocks; use e.g. load('random:gpt2', n_layer=2)")
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
     if model == "auto" and os.environ.get(ENV_MODEL):
@@ -304,10 +312,11 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
         except (ValueError, FileNotFoundError, ConnectionError) as exc:
             raise type(exc)(f"the environment variable {ENV_MODEL}={chosen!r} chose the model, and: {exc} "
                             f"(Or unset {ENV_MODEL} to use model='auto'.)") from None
-    return _load(model, dev, dt, dtype, "", verbose)
+    return _load(model, dev, dt, dtype, "", verbose, n_layer)
 
 
-def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, verbose: bool) -> Model:
+def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, verbose: bool,
+          n_layer: int | None = None) -> Model:
     """``load`` once the device, dtype and the ``INFERLAB_MODEL`` choice are settled."""
     notes: list[str] = []
     if dev.type == "cuda" and dtype is None:
@@ -336,10 +345,13 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
             raise bad_value("model", requested, f"'random:' + one of {sorted(GPT2_SHAPES)}",
                             "e.g. model='random:gpt2' for GPT-2 small's shape with random weights")
         shape = GPT2_SHAPES[family]
-        hf = _hf.new_gpt2(n_layer=shape.n_layer, n_head=shape.n_head, d_model=shape.d_model, n_ctx=shape.n_ctx,
+        blocks = shape.n_layer if n_layer is None else n_layer
+        hf = _hf.new_gpt2(n_layer=blocks, n_head=shape.n_head, d_model=shape.d_model, n_ctx=shape.n_ctx,
                           vocab_size=shape.vocab_size, dtype=dt, device=dev)
         tok = _bundled_tokenizer()
-        name, source, path = family, "random-weights", ""
+        name = family if blocks == shape.n_layer else tr("{family} ({blocks} of {n} blocks)", family=family,
+                                                         blocks=blocks, n=shape.n_layer)
+        source, path = "random-weights", model  # path: what load() needs to build it again (with n_layer)
         reason = reason or tr("random weights with the published shape (for timing; its text is noise)")
         notes.append("random weights: the speed is real, the text is not")
     elif os.path.sep in model or model.startswith((".", "~")) or Path(model).expanduser().is_dir():

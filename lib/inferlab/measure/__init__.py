@@ -6,7 +6,8 @@
                     ``batch_sweep`` (decode or prefill, engine or fast path), ``turn_batch``
     kernels.py      ``kernel_sweep``: prefill under each attention kernel (time, peak memory, agreement)
     latency.py      whole requests through ``generate``: ``measure`` -> ``Measurement``, ``ttft_sweep``,
-                    ``tpot_sweep``, ``compare`` (dtypes, devices), ``thinking_sweep``
+                    ``tpot_sweep``, ``compare`` (dtypes, devices), ``thinking_sweep``,
+                    ``timing_model`` (GPT-2's shape when the loaded model is small)
     cache_on_off.py ``compare_cache``: greedy decoding with and without the KV cache
     roofline.py     measured times against the cost model: ``sweep_costs``, ``roofline_points``,
                     ``myth_check``, ``count_ops``, ``predict_sizes``,
@@ -34,6 +35,7 @@ from .latency import (
     prompt_of_length,
     split_thinking,
     thinking_sweep,
+    timing_model,
     tpot_sweep,
     ttft_sweep,
 )
@@ -98,6 +100,7 @@ __all__ = [
     "split_thinking",
     "sweep_costs",
     "thinking_sweep",
+    "timing_model",
     "tpot_sweep",
     "ttft_sweep",
     "turn_batch",

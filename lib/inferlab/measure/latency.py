@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import models
+from .. import models, scale
 from ..cost import Shape, decode_cost, flops_per_token
 from ..engine import decode_step, generate, prefill
 from ..errors import bad_value, check_number
@@ -178,16 +178,41 @@ def tpot_sweep(model: Model, prompt: str, new_tokens: int = 64, *, bin_size: int
                                         runs=len(r.runs)))
 
 
+FULL_SIZE = 100e6  # parameters: a loaded model this big (GPT-2 small has 124M) is timed itself
+
+
+def timing_model(model: Model, *, always_shape: bool = False) -> Model:
+    """The model whose times the notebooks show: ``model`` itself when it has GPT-2 small's size (``FULL_SIZE``
+    parameters or more), else GPT-2's shape with random weights on ``model``'s device and dtype.
+
+    A 4-block model's step is mostly fixed costs, so its times would not show what a real model's do; the speed
+    of GPT-2's shape does not depend on its weights' values. At the test scale (``inferlab.scale``) the shape
+    keeps ``scale.TEST_BLOCKS`` of its 12 blocks (same width, context and vocabulary).
+
+    Args:
+        always_shape: load GPT-2's shape whatever ``model`` is (notebook 08 compares the two side by side).
+
+    Example:
+        >>> g = timing_model(il.load("bundled"))     # doctest: +SKIP
+        >>> g.info.name, g.info.source               # doctest: +SKIP
+        ('gpt2', 'random-weights')
+    """
+    if model.info.n_params >= FULL_SIZE and not always_shape:
+        return model
+    return load("random:gpt2", device=model.info.device, dtype=model.info.dtype, verbose=False,
+                n_layer=scale.pick(full=None, test=scale.TEST_BLOCKS))
+
+
 def load_variant(model: Model, *, dtype=None, device=None) -> tuple[Model | None, str]:
     """A second copy of ``model`` in another dtype and/or on another device, or ``(None, why not)``.
 
     It is tried on a 2-token generation, so a dtype the device cannot run is reported, not raised.
     """
     info = model.info
-    ref = {"bundled": "bundled", "folder": info.path, "random-weights": f"random:{info.name}"}.get(info.source,
-                                                                                                 info.name)
+    ref = {"bundled": "bundled", "folder": info.path, "random-weights": info.path}.get(info.source, info.name)
+    blocks = {"n_layer": info.n_layer} if info.source == "random-weights" else {}  # the same depth (test scale)
     try:
-        variant = load(ref, device=device or info.device, dtype=dtype or info.dtype, verbose=False)
+        variant = load(ref, device=device or info.device, dtype=dtype or info.dtype, verbose=False, **blocks)
         generate(variant, "Hello", 2, stop_at_eos=False)
     except Exception as exc:  # any failure means "not supported here": say why instead of raising
         return None, f"{type(exc).__name__}: {str(exc)[:160]}"

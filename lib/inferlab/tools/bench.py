@@ -30,24 +30,24 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
-
-import torch
+from typing import TYPE_CHECKING
 
 from ..cost import MachineProfile, Shape, decode_cost, prefill_cost
-from ..engine import decode_step, generate, prefill, reference_generate
-from ..fast import FastDecoder
-from ..fast_choice import cpu_name, library_versions
-from ..measure.machine import measure_bandwidth, measure_machine, rate_then, x_floor_paired
-from ..measure.profiling import product_rates, profile_step
-from ..measure.speedups import bench_prompt, compiled_decoder
-from ..models import Model, load
-from ..timing import interleave, summarize, time_call
+
+if TYPE_CHECKING:
+    from ..fast import FastDecoder
+    from ..models import Model
+
+# torch, the engine and the measurements are imported where they are used: `--help` answers at once
 
 VARIANTS = ("engine", "engine+record", "generate()", "fast", "fast+compile")
 
 
 def _runners(model: Model, prompt: str, n: int, decoders: dict[str, FastDecoder]) -> dict[str, Callable]:
     """Each variant as a function returning (TTFT, TPOT) in seconds for one request."""
+    from ..engine import generate, reference_generate
+    from ..timing import time_call
+
     def engine(record=None):
         lat = generate(model, prompt, n, stop_at_eos=False, record=record).latency
         return lat.ttft, lat.tpot
@@ -77,6 +77,8 @@ def apply_floors(result: dict, machine: MachineProfile, read_bytes_per_s: float 
 
     With ``read_bytes_per_s``, also ``tpot_x_read_floor``: TPOT against bytes / read bandwidth.
     """
+    from ..measure.machine import x_floor_paired
+
     shape = Shape(result["model"], *result["shape"])
     result["machine"] = machine.to_dict()
 
@@ -105,6 +107,13 @@ def bench_model(model: Model, *, prompt_tokens: int = 64, new_tokens: int = 32, 
                 variants=VARIANTS, machine: MachineProfile | None = None, profile: bool = False,
                 log=print) -> dict:
     """Interleaved TTFT/TPOT of each variant on one model, with the roofline floors (and step profiles)."""
+    from ..engine import decode_step, prefill
+    from ..fast import FastDecoder
+    from ..measure.machine import measure_machine, rate_then
+    from ..measure.profiling import product_rates, profile_step
+    from ..measure.speedups import bench_prompt, compiled_decoder
+    from ..timing import interleave, summarize
+
     prompt = bench_prompt(model, prompt_tokens)
     n_prompt = len(model.encode(prompt))
     slots = n_prompt + max(new_tokens, 32) + 1  # room for the profiled steps too (a new size would recompile)
@@ -216,6 +225,12 @@ def main(argv=None) -> dict:
     p.add_argument("--dtype", default=None, help="float32 / float16 / bfloat16 (default: the device's)")
     p.add_argument("--out", default="bench_results.json", help="JSON file to write")
     args = p.parse_args(argv)
+    import torch
+
+    from ..fast_choice import cpu_name, library_versions
+    from ..measure.machine import measure_bandwidth, measure_machine
+    from ..models import load
+
     if args.threads:
         torch.set_num_threads(args.threads)
     started = time.strftime("%Y-%m-%d %H:%M:%S")

@@ -26,11 +26,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-import torch
-
 from ..cost import Shape, decode_cost
-from ..measure.latency import PUBLISHED_MEMORY
-from ..measure.machine import measure_machine
 from .notebook_tools import NotebookError, find_root, notebooks_in
 
 DTYPES = ("float16", "float32")
@@ -43,6 +39,8 @@ def published_bandwidth(gpu_name: str) -> tuple[str, float] | None:
     >>> published_bandwidth("NVIDIA H200")[1] / 1e12
     4.8
     """
+    from ..measure.latency import PUBLISHED_MEMORY
+
     lowered = gpu_name.lower()
     for name, spec in PUBLISHED_MEMORY.items():
         if spec.match and all(part.lower() in lowered for part in spec.match):
@@ -83,6 +81,9 @@ def floor_table(results: list[dict], published: tuple[str, float] | None = None)
 
 def time_gpt2(repeats: int, new_tokens: int, log=print) -> list[dict]:
     """``bench_model`` on ``random:gpt2`` in each of ``DTYPES`` on CUDA (the engine, ``generate()``, fast paths)."""
+    import torch
+
+    from ..measure.machine import measure_machine
     from ..models import load
     from .bench import bench_model
 
@@ -132,6 +133,8 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run the check; returns the exit status (0: fine or no GPU; 1: a notebook failed)."""
     args = parser().parse_args(argv)
+    import torch  # after the arguments: --help answers without it
+
     if not torch.cuda.is_available():
         print("No CUDA GPU on this machine (torch.cuda.is_available() is False): nothing to check. "
               "Run this on a machine with an NVIDIA GPU and a CUDA build of PyTorch.")

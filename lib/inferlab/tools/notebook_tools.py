@@ -1,13 +1,16 @@
 """Executing and checking the course notebooks (used by contributors and by the test suite).
 
     python -m inferlab.tools.notebook_tools execute notebooks/01_tokens.ipynb [...]
+    python -m inferlab.tools.notebook_tools execute --all     # both editions, about 10 minutes on 2 cores
     python -m inferlab.tools.notebook_tools check             # every notebook: stored executed, fresh
     python -m inferlab.tools.notebook_tools check --root ../other-clone
 
 Notebooks are committed executed, on the bundled model with no network, so GitHub and nbviewer show
-them. ``execute`` runs a notebook top to bottom and stamps a hash of its code cells into its metadata;
-``check`` (and ``tests/test_notebooks_stored.py``) fails when a notebook was edited after it was run,
-was never run, has an error output, or cannot be read.
+them. ``execute`` runs a notebook top to bottom at the full scale (``INFERLAB_SCALE=full`` in its kernel,
+whatever this shell says: the stored run is the lesson) and stamps a hash of its code cells and the scale
+into its metadata; ``check`` (and ``tests/test_notebooks_stored.py``) fails when a notebook was edited after
+it was run, was never run, was run at the test scale, has an error output, or cannot be read. Time the
+notebooks on a quiet machine: nothing else heavy (the test suite, a training run) running beside them.
 
 What it checks is what git holds: in a git checkout, a tracked notebook is read from git's index (the
 committed version, or the staged one), not from the working tree. A learner who opened, ran and autosaved
@@ -39,6 +42,7 @@ from pathlib import Path
 
 STAMP_KEY = "inferlab"
 COMMAND = "python -m inferlab.tools.notebook_tools"
+SCALE_ENV, STORED_SCALE = "INFERLAB_SCALE", "full"  # inferlab.scale's switch; stored notebooks hold full-scale runs
 
 
 class NotebookError(ValueError):
@@ -164,11 +168,14 @@ def problems(path: Path, working_tree: bool = False) -> list[str]:
         for o in c.get("outputs", []):
             if o.get("output_type") == "error":
                 out.append(f"has an error output: {o.get('ename')}: {o.get('evalue')}"[:200])
-    stamp = nb.metadata.get(STAMP_KEY, {}).get("code_sha256")
-    if stamp is None:
+    stamp = nb.metadata.get(STAMP_KEY, {})
+    if stamp.get("code_sha256") is None:
         out.append(f"was not executed with `{COMMAND} execute`")
-    elif stamp != code_hash(nb):
+    elif stamp["code_sha256"] != code_hash(nb):
         out.append(f"code changed after the stored outputs were made (stale): re-run `{COMMAND} execute {shown(path)}`")
+    if stamp.get("scale", STORED_SCALE) != STORED_SCALE:  # stamps made before the test scale existed are full-scale
+        out.append(f"was executed at the {stamp['scale']!r} scale; the stored run must be the lesson's: re-run "
+                   f"`{COMMAND} execute {shown(path)}`")
     return out
 
 
@@ -195,8 +202,10 @@ def _failed_cell(nb, error) -> str:
 
 
 def execute(path: Path, timeout: int = 900) -> float:
-    """Run ``path`` in place on the bundled model with the hub offline; returns seconds taken.
+    """Run ``path`` in place on the bundled model with the hub offline, at the full scale; returns seconds taken.
 
+    The kernel gets ``INFERLAB_SCALE=full`` even when this process runs at the test scale (the suite), and
+    ``HF_HUB_OFFLINE=1``, ``INFERLAB_MODEL=bundled`` unless they are set; this process's environment is unchanged.
     Raises ``NotebookError`` (one line, the stored notebook untouched) when it cannot be read or a cell fails.
     """
     import nbclient.output_widget
@@ -210,8 +219,7 @@ def execute(path: Path, timeout: int = 900) -> float:
 
     path = Path(path)
     nb = read_notebook(path)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("INFERLAB_MODEL", "bundled")
+    env = {"HF_HUB_OFFLINE": "1", "INFERLAB_MODEL": "bundled", **os.environ, SCALE_ENV: STORED_SCALE}
     t0 = time.time()
     # IPC sockets instead of TCP ports: several notebooks can execute at once without port races.
     with tempfile.TemporaryDirectory(prefix="inferlab-kernel-") as tmp:
@@ -220,11 +228,11 @@ def execute(path: Path, timeout: int = 900) -> float:
         client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str(path.parent)}}, store_widget_state=True)
         try:
-            client.execute()
+            client.execute(env=env)
         except Exception as e:  # a failing cell, a cell timeout, a dead or missing kernel: all end this notebook
             raise NotebookError(f"{shown(path)}: not saved, {_failed_cell(nb, e)}. "
                                 f"Fix: run it in JupyterLab to see the whole error.") from None
-    nb.metadata[STAMP_KEY] = {"code_sha256": code_hash(nb), "model": os.environ["INFERLAB_MODEL"]}
+    nb.metadata[STAMP_KEY] = {"code_sha256": code_hash(nb), "model": env["INFERLAB_MODEL"], "scale": STORED_SCALE}
     _write_atomically(nb, path)
     return time.time() - t0
 
@@ -238,23 +246,33 @@ def _positive_int(text: str) -> int:
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True, metavar="{execute,check}")
-    for name, text in (("execute", "run notebooks and store them executed (default: every notebook)"),
+    for name, text in (("execute", "run notebooks at the full scale and store them executed (name them, or --all)"),
                        ("check", "check stored notebooks are executed, fresh and error-free (default: every one)")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("notebooks", nargs="*", type=Path,
-                       help="notebook files (default: notebooks/*.ipynb and notebooks/zh/*.ipynb)")
+                       help="notebook files (check's default: notebooks/*.ipynb and notebooks/zh/*.ipynb)")
         p.add_argument("--root", type=Path, default=None,
                        help="the course folder (default: the nearest folder at or above here holding notebooks/)")
         if name == "check":
             p.add_argument("--working-tree", action="store_true",
                            help="check the files as they are, not what git holds (before you git add them)")
         if name == "execute":
+            p.add_argument("--all", action="store_true",
+                           help="every notebook of both editions (about 10 minutes on a 2-core laptop; on a quiet "
+                                "machine, since the stored timings are the lessons)")
             p.add_argument("--timeout", type=_positive_int, default=900, help="seconds per cell (default: 900)")
     return ap
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.command == "execute" and not args.notebooks and not args.all:
+        print(f"execute: name the notebooks to run (e.g. {COMMAND} execute notebooks/01_tokens.ipynb), or pass --all "
+              "for every notebook of both editions (about 10 minutes on 2 cores).", file=sys.stderr)
+        return 2
+    if args.command == "execute" and args.notebooks and args.all:
+        print("execute: pass notebook files or --all, not both.", file=sys.stderr)
+        return 2
     # Files named on the command line win; otherwise every notebook of the course folder.
     try:
         folder = None if args.notebooks else Path(args.root or find_root()) / "notebooks"
