@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere
 # the notebooks' test scale (inferlab/scale.py) unless the caller chose one; notebook kernels inherit it
@@ -39,3 +40,19 @@ def own_choice_cache(tmp_path_factory):
         mp.setenv("INFERLAB_CACHE", str(tmp_path_factory.mktemp("choice_cache")))
         mp.setattr(fast_choice, "_MEMORY", {})
         yield
+
+
+def _unit_order(item) -> tuple[int, int]:
+    """Where an item's file goes in the run: the browser tests, then the notebooks from the longest (08) down, then
+    the other tests (a file's items keep their order; each file stays on one worker)."""
+    file = item.nodeid.split("::", 1)[0]
+    if file == "tests/test_browser.py":
+        return 0, 0
+    number = Path(file).name[:2]
+    return (1, -int(number)) if file.endswith(".ipynb") and number.isdigit() else (2, 0)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Longest units first (the browser tests take about two minutes), so the workers finish together instead of
+    one waiting on a long file that started late."""
+    items.sort(key=_unit_order)  # stable

@@ -57,8 +57,10 @@ class QuantRow:
                   kind=self.kind, mb=self.step_bytes / 1e6, tpot=self.tpot_s * 1e3, perplexity=self.perplexity)
 
 
-def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats: int = 3) -> list[QuantRow]:
-    """Per ``inferlab.quantize.Quantized``: bytes, engine TTFT/TPOT (interleaved), held-out perplexity.
+def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats: int = 3,
+               text: str | None = None) -> list[QuantRow]:
+    """Per ``inferlab.quantize.Quantized``: bytes, engine TTFT/TPOT (interleaved), perplexity on ``text``
+    (default: the held-out text, ``quantize.heldout_text()``).
 
     With an ``fp32`` entry, also ``predicted_speedup`` (its bytes per step / these) and
     ``measured_speedup`` (its TPOT / this TPOT).
@@ -66,7 +68,7 @@ def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats
     lat = interleave({k: (lambda v=v: generate(v.model, prompt, new_tokens, stop_at_eos=False).latency)
                       for k, v in quantized.items()}, repeats)
     rows = [QuantRow(k, v.method, v.weight_bytes, v.step_bytes, summarize([x.ttft for x in lat[k]]).median,
-                     summarize([x.tpot for x in lat[k]]).median, perplexity(v.model).perplexity)
+                     summarize([x.tpot for x in lat[k]]).median, perplexity(v.model, text).perplexity)
             for k, v in quantized.items()]
     ref = next((r for r in rows if r.kind == "fp32"), None)
     if ref is None:
