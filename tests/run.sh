@@ -27,4 +27,5 @@ workers=${INFERLAB_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
 threads=$(( workers > 0 ? cores / workers : cores ))
 export OMP_NUM_THREADS=$(( threads > 0 ? threads : 1 )) MKL_NUM_THREADS=$(( threads > 0 ? threads : 1 ))
 echo "pytest: $([ "$workers" -gt 0 ] && echo "$workers workers" || echo "one process"), $OMP_NUM_THREADS torch thread(s) each, $cores cores"
+echo "run.sh: installed, linted and checked in ${SECONDS} s; pytest next (it prints its own time last)"
 python -m pytest -n "$workers" --dist loadfile "$@"

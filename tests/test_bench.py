@@ -25,8 +25,11 @@ def test_quant_rows_and_chart(model, monkeypatch):
     from inferlab import quantize as q
 
     # perplexity on the held-out text is quantize's own test; here a stand-in keeps this test fast
-    monkeypatch.setattr(speedups, "perplexity", lambda m: SimpleNamespace(perplexity=12.5))
-    rows = speedups.quant_rows({k: q.quantize(model, k) for k in ("fp32", "bf16")}, PROMPT, 3, repeats=1)
+    texts = []
+    monkeypatch.setattr(speedups, "perplexity", lambda m, text: texts.append(text) or SimpleNamespace(perplexity=12.5))
+    rows = speedups.quant_rows({k: q.quantize(model, k) for k in ("fp32", "bf16")}, PROMPT, 3, repeats=1,
+                               text="the text to score")
+    assert texts == ["the text to score"] * 2
     assert [r.kind for r in rows] == ["fp32", "bf16"]
     assert rows[0].predicted_speedup == 1.0 and rows[0].measured_speedup == 1.0
     assert rows[1].predicted_speedup == pytest.approx(2.0, rel=0.05)  # half the bytes per step
