@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
+import itertools
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -12,10 +15,32 @@ os.environ.setdefault("INFERLAB_SCALE", "test")
 # the fast path remembers its measured layout choice; tests keep theirs out of the learner's ~/.cache
 os.environ.setdefault("INFERLAB_CACHE", tempfile.mkdtemp(prefix="inferlab-test-cache-"))
 
+import nbval.kernel
 import pytest
 import torch
+from jupyter_client.manager import KernelManager
 
 import inferlab as il
+
+
+class IpcKernelManager(KernelManager):
+    """The notebooks' kernels talk to nbval over IPC sockets (files in a folder of this worker's), not TCP ports.
+
+    jupyter_client picks a kernel's five ports by binding and releasing them; the kernel binds them a moment later.
+    With two workers and the browser tests' JupyterLab starting kernels at the same time, two kernels could pick
+    the same port, and one died before it answered ("Kernel died before replying to kernel_info", every cell of its
+    notebook an error). A socket file has no such race (``notebook_tools.execute`` uses the same transport).
+    """
+
+    _folder = tempfile.mkdtemp(prefix="inferlab-kernels-")
+    _numbers = itertools.count()
+    atexit.register(shutil.rmtree, _folder, ignore_errors=True)
+
+    def __init__(self, **kwargs):
+        super().__init__(transport="ipc", ip=os.path.join(self._folder, f"k{next(self._numbers)}"), **kwargs)
+
+
+nbval.kernel.KernelManager = IpcKernelManager  # nbval has no setting for it; start_new_kernel reads this name
 
 
 @pytest.fixture(scope="session")
