@@ -312,20 +312,50 @@ def _self_check_notebook(folder: Path) -> Path:
     return path
 
 
-def test_self_check_answered_in_jupyterlab(browser, lab):
+VIEWS_03_CELL = """import inferlab as il
+from inferlab import attention as A, heads
+from inferlab.widgets import attention as wa
+m = il.load("bundled", verbose=False)
+ids = m.encode("ROMEO. My lord, my lord, what say you?")
+pat = A.record_patterns(m, ids)
+display(wa.lines_view(pat))
+display(wa.ablation_view(lambda hs: heads.ablate(m, ids, hs), lambda i: m.decode([i]), m.info.n_layer,
+                         m.info.n_head, start=(1, 0)))"""
+
+
+@pytest.fixture(scope="module")
+def views_page(browser, lab):
+    """One scratch notebook, run once in JupyterLab for the two tests below (one kernel, not one each): notebook
+    03's lines view and ablation view, and notebook 00's self-check."""
+    import nbformat
+
+    base, token, root = lab
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(VIEWS_03_CELL),
+                                         nbformat.v4.new_code_cell(SELF_CHECK_CELL)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, root / "notebooks" / "zz_views.ipynb")
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    page.goto(f"{base}/lab/tree/notebooks/zz_views.ipynb?reset&token={token}")  # reset: no other tabs
+    try:
+        _run_all(page, "zz_views.ipynb", timeout_s=120)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "views-failure.png"), full_page=True)
+        context.close()
+        raise
+    yield page
+    context.close()
+
+
+def test_self_check_answered_in_jupyterlab(views_page):
     """Answer notebook 00's first question wrongly, then rightly; each choice's explanation appears."""
     from inferlab.widgets.selfcheck import load_questions
 
-    base, token, root = lab
-    _self_check_notebook(root / "notebooks")
+    page = views_page
     first = load_questions("00")[0]
     wrong = next(c for c in first.choices if not c.correct)
     right = next(c for c in first.choices if c.correct)
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    page = context.new_page()
-    page.goto(f"{base}/lab/tree/notebooks/zz_self_check.ipynb?reset&token={token}")  # reset: no other tabs
     try:
-        _run_all(page, "zz_self_check.ipynb", timeout_s=120)
         question = page.locator(".inferlab-selfcheck-question").first
         question.wait_for(timeout=60_000)
         for choice, says in ((wrong, "Not this one."), (right, "Right.")):
@@ -336,12 +366,10 @@ def test_self_check_answered_in_jupyterlab(browser, lab):
             assert choice.why[:40] in question.inner_text()
         cut = _cut(page, ".inferlab-selfcheck-question, .inferlab-selfcheck-question *")
         assert not cut, f"cut at 1280 px: {cut}"
-        page.screenshot(path=str(ARTIFACTS / "self_check.png"), full_page=True)
+        question.screenshot(path=str(ARTIFACTS / "self_check.png"))
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "self_check-failure.png"), full_page=True)
         raise
-    finally:
-        context.close()
 
 
 def test_self_check_shows_its_answers_in_the_html_edition(browser, tmp_path):
@@ -370,31 +398,11 @@ def test_self_check_shows_its_answers_in_the_html_edition(browser, tmp_path):
     assert not errors and not blocked, (errors, blocked)
 
 
-VIEWS_03_CELL = """import inferlab as il
-from inferlab import attention as A, heads
-from inferlab.widgets import attention as wa
-m = il.load("bundled", verbose=False)
-ids = m.encode("ROMEO. My lord, my lord, what say you?")
-pat = A.record_patterns(m, ids)
-display(wa.lines_view(pat))
-display(wa.ablation_view(lambda hs: heads.ablate(m, ids, hs), lambda i: m.decode([i]), m.info.n_layer,
-                         m.info.n_head, start=(1, 0)))"""
-
-
-def test_lines_view_and_ablation_in_jupyterlab(browser, lab):
+def test_lines_view_and_ablation_in_jupyterlab(views_page):
     """Notebook 03's two new views, live: the lines view redraws for another head, the ablation readout changes
     when another head is switched off. (A scratch notebook with just those cells keeps the suite short.)"""
-    import nbformat
-
-    base, token, root = lab
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(VIEWS_03_CELL)])
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "notebooks" / "zz_views_03.ipynb")
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    page = context.new_page()
-    page.goto(f"{base}/lab/tree/notebooks/zz_views_03.ipynb?reset&token={token}")
+    page = views_page
     try:
-        _run_all(page, "zz_views_03.ipynb", timeout_s=120)
         lines = page.locator(".inferlab-lines-view").first
         lines.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=60_000)
 
@@ -422,5 +430,3 @@ def test_lines_view_and_ablation_in_jupyterlab(browser, lab):
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "views_03-failure.png"), full_page=True)
         raise
-    finally:
-        context.close()
