@@ -79,7 +79,8 @@ def test_random_weights_with_fewer_blocks():
     assert m.info.path == "random:gpt2" and m.info.source == "random-weights"
     for bad, error in (({"model": "bundled", "n_layer": 2}, ValueError), ({"model": "random:gpt2", "n_layer": 0},
                                                                           ValueError),
-                       ({"model": "random:gpt2", "n_layer": 2.5}, TypeError)):
+                       ({"model": "random:gpt2", "n_layer": 2.5}, TypeError),
+                       ({"model": "random:distilgpt2", "n_layer": 7}, ValueError)):
         with pytest.raises(error, match="n_layer") as err:
             il.load(verbose=False, **bad)
         assert "Fix" in str(err.value) or "use e.g." in str(err.value)

@@ -345,6 +345,9 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
             raise bad_value("model", requested, f"'random:' + one of {sorted(GPT2_SHAPES)}",
                             "e.g. model='random:gpt2' for GPT-2 small's shape with random weights")
         shape = GPT2_SHAPES[family]
+        if n_layer is not None and n_layer > shape.n_layer:
+            raise bad_value("n_layer", n_layer, f"1 to {shape.n_layer} ({family} has {shape.n_layer} blocks)",
+                            f"pass at most {shape.n_layer}, or None for all of them")
         blocks = shape.n_layer if n_layer is None else n_layer
         hf = _hf.new_gpt2(n_layer=blocks, n_head=shape.n_head, d_model=shape.d_model, n_ctx=shape.n_ctx,
                           vocab_size=shape.vocab_size, dtype=dt, device=dev)
