@@ -6,6 +6,7 @@ import ast
 import json
 import re
 import string
+import warnings
 from pathlib import Path
 
 import pytest
@@ -122,3 +123,28 @@ def test_bad_language_names_the_choices(restore_language):
         i18n.set_language("fr")
     with pytest.raises(ValueError, match="give zh="):
         i18n.by_language(en="only English")
+
+
+@pytest.mark.parametrize("value", ["fr", "de_DE", "klingon"])
+def test_an_unknown_language_in_the_environment_warns_once_and_uses_english(monkeypatch, restore_language, value):
+    """A language setting never stops inference: INFERLAB_LANG=fr warns once, then the library speaks English."""
+    monkeypatch.setattr(i18n, "_chosen", None)
+    monkeypatch.setattr(i18n, "_warned", set())
+    monkeypatch.setenv(i18n.ENV, value)
+    with pytest.warns(UserWarning, match=rf"INFERLAB_LANG='{value}' is not a language of this course .*using English"):
+        assert i18n.language() == "en"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the second time: no warning
+        assert i18n.language() == "en" and i18n.tr("tokens/s") == "tokens/s"
+    with pytest.raises(ValueError, match="lang='fr' is not allowed"):  # an explicit call in your code still raises
+        i18n.set_language("fr")
+
+
+@pytest.mark.parametrize("value", ["zh-TW", "zh_TW", "zh-Hant", "zh-HK"])
+def test_traditional_chinese_uses_the_simplified_edition_with_a_note(monkeypatch, restore_language, value):
+    monkeypatch.setattr(i18n, "_chosen", None)
+    monkeypatch.setattr(i18n, "_warned", set())
+    monkeypatch.setenv(i18n.ENV, value)
+    with pytest.warns(UserWarning, match="Simplified characters"):
+        assert i18n.language() == "zh"
+    assert i18n.set_language(value) == "zh"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from functools import cache
 from pathlib import Path
 from typing import Any, TypeVar
@@ -32,12 +33,26 @@ LOCALE_DIR = Path(__file__).resolve().parent / "locale"
 _ALIASES = {"zh-cn": "zh", "zh_cn": "zh", "zh-hans": "zh", "cn": "zh", "chinese": "zh", "中文": "zh",
             "en-us": "en", "en_us": "en", "en-gb": "en", "english": "en"}
 
+# Traditional Chinese: the course's Chinese is in Simplified characters, the nearest it has; said once.
+_TRADITIONAL = {"zh-tw", "zh_tw", "zh-hant", "zh_hant", "zh-hk", "zh_hk", "zh-mo", "zh_mo"}
+
 _chosen: str | None = None
+_warned: set[str] = set()  # settings already warned about (once each per process)
 T = TypeVar("T")
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, UserWarning, stacklevel=3)
 
 
 def _normalize(lang: Any, name: str) -> str:
     key = str(lang).strip().lower() if isinstance(lang, str) else lang
+    if key in _TRADITIONAL:
+        _warn_once(f"traditional:{key}", f"{name}={lang!r}: the course's Chinese edition is written in Simplified "
+                   "characters; using it (\"zh\").")
+        return "zh"
     key = _ALIASES.get(key, key)
     if key not in LANGUAGES:
         allowed = ", ".join(f"{k!r} ({v})" for k, v in LANGUAGES.items())
@@ -55,11 +70,23 @@ def set_language(lang: str) -> str:
 
 
 def language() -> str:
-    """The language in use: the last ``set_language``, else ``INFERLAB_LANG``, else English."""
+    """The language in use: the last ``set_language``, else ``INFERLAB_LANG``, else English.
+
+    A language the course does not have in ``INFERLAB_LANG`` never stops the library: it warns once and uses
+    English (``set_language`` with one, a call in your own code, raises instead).
+    """
     if _chosen is not None:
         return _chosen
     env = os.environ.get(ENV, "").strip()
-    return _normalize(env, ENV) if env else DEFAULT
+    if not env:
+        return DEFAULT
+    try:
+        return _normalize(env, ENV)
+    except ValueError:
+        allowed = ", ".join(f"{k!r} ({v})" for k, v in LANGUAGES.items())
+        _warn_once(f"env:{env}", f"{ENV}={env!r} is not a language of this course ({allowed}): using English. "
+                   f"Fix: set {ENV}=zh or {ENV}=en, or unset it.")
+        return DEFAULT
 
 
 def catalog_files(lang: str) -> dict[str, dict[str, str]]:
