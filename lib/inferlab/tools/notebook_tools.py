@@ -40,9 +40,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from .. import scale  # standard library only: --help and check stay quick
+
 STAMP_KEY = "inferlab"
 COMMAND = "python -m inferlab.tools.notebook_tools"
-SCALE_ENV, STORED_SCALE = "INFERLAB_SCALE", "full"  # inferlab.scale's switch; stored notebooks hold full-scale runs
+STORED_SCALE = "full"  # stored notebooks hold full-scale runs (inferlab.scale)
 
 
 class NotebookError(ValueError):
@@ -219,7 +221,7 @@ def execute(path: Path, timeout: int = 900) -> float:
 
     path = Path(path)
     nb = read_notebook(path)
-    env = {"HF_HUB_OFFLINE": "1", "INFERLAB_MODEL": "bundled", **os.environ, SCALE_ENV: STORED_SCALE}
+    env = {"HF_HUB_OFFLINE": "1", "INFERLAB_MODEL": "bundled", **os.environ, scale.ENV: STORED_SCALE}
     t0 = time.time()
     # IPC sockets instead of TCP ports: several notebooks can execute at once without port races.
     with tempfile.TemporaryDirectory(prefix="inferlab-kernel-") as tmp:
