@@ -41,8 +41,8 @@ def test_record_patterns_matches_generate(model, pat):
     assert again.pieces == pat.pieces
     assert torch.allclose(again.attention, pat.attention, atol=1e-6)
     assert torch.allclose(again.residual, pat.residual, atol=1e-5)
-    assert hooks.active_hook_count(model.hf) == 0
-    assert _hf.current_attention(model.hf) == model.info.attention
+    assert hooks.active_hook_count(model) == 0
+    assert _hf.current_attention(model) == model.info.attention
 
 
 def test_record_patterns_refuses_beyond_memory_and_context(model):
@@ -98,12 +98,12 @@ def test_decode_rows_equal_uncached_rows(model, short_trace):
 
 
 def test_timing_attention_kernels_restores_the_model(model, pat):
-    before = _hf.current_attention(model.hf)
+    before = _hf.current_attention(model)
     times = measure.attention_kernels(model, len(pat.ids), repeats=1, warmup=0)
     assert times.kernels == ["sdpa", "eager", "eager + recording"] and times.lengths == (len(pat.ids),)
     assert all(len(s.times[0]) == 1 and s.times[0][0] > 0 for s in times.sweeps.values())
     assert times.agree < 1e-3  # the three set-ups compute the same logits
-    assert _hf.current_attention(model.hf) == before and hooks.active_hook_count(model.hf) == 0
+    assert _hf.current_attention(model) == before and hooks.active_hook_count(model) == 0
 
 
 # ----------------------------------------------------------------------------- figures

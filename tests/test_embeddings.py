@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
+import inferlab as il
 from inferlab import embeddings as E
 from inferlab.hooks import capture
 from inferlab.viz import embeddings as ve
@@ -32,8 +33,8 @@ def test_lookup_is_wte_rows(model):
     v = E.token_vectors(model, ids)
     assert v.shape == (5, model.info.d_model)
     assert torch.equal(v, E.token_table(model)[ids])
-    with capture(model.hf, {"embeddings"}) as cap, torch.no_grad():
-        model.hf(torch.tensor([ids]))  # the reference: what the model's own embedding layer outputs
+    with capture(model, {"embeddings"}) as cap:
+        il.forward_full(model, [ids])  # the reference: what the model's own embedding layer outputs
     assert torch.equal(v, cap["embed.tok"])
     with pytest.raises(ValueError, match="ids"):
         E.token_vectors(model, [])
@@ -44,8 +45,8 @@ def test_lookup_is_wte_rows(model):
 def test_first_residual_is_what_block_0_receives(model):
     ids = model.encode("To be, or not to be")
     res = E.first_residual(model, ids)
-    with capture(model.hf, {"embeddings"}) as cap, torch.no_grad():
-        model.hf(torch.tensor([ids]))
+    with capture(model, {"embeddings"}) as cap:
+        il.forward_full(model, [ids])
     assert torch.allclose(res.tok, cap["embed.tok"]) and torch.allclose(res.pos, cap["embed.pos"])
     assert torch.allclose(res.sum, cap["embed.sum"], atol=1e-6)
     assert "[tokens, d_model]" in repr(res)

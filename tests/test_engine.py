@@ -168,22 +168,22 @@ def test_extra_stop_token_ids(model):
 
 
 def test_hooks_removed_after_run_and_after_error(model):
-    assert hooks.active_hook_count(model.hf) == 0
+    assert hooks.active_hook_count(model) == 0
     il.generate(model, PROMPT, 3, record="all")
-    assert hooks.active_hook_count(model.hf) == 0
-    assert _hf.current_attention(model.hf) == "sdpa"
-    with pytest.raises(RuntimeError, match="boom"), hooks.capture(model.hf, {"attention", "residual", "embeddings"}):
-        assert hooks.active_hook_count(model.hf) > 0
+    assert hooks.active_hook_count(model) == 0
+    assert _hf.current_attention(model) == "sdpa"
+    with pytest.raises(RuntimeError, match="boom"), hooks.capture(model, {"attention", "residual", "embeddings"}):
+        assert hooks.active_hook_count(model) > 0
         raise RuntimeError("boom")
-    assert hooks.active_hook_count(model.hf) == 0
-    assert _hf.current_attention(model.hf) == "sdpa"
+    assert hooks.active_hook_count(model) == 0
+    assert _hf.current_attention(model) == "sdpa"
     s = il.stream(model, PROMPT, 5, record="attention")
     next(iter(s))  # abandon the stream mid-run: closing the generator must remove the hooks too
     del s
     import gc
 
     gc.collect()
-    assert hooks.active_hook_count(model.hf) == 0
+    assert hooks.active_hook_count(model) == 0
 
 
 def test_recorded_attention_is_causal_and_normalised(short_trace, model):

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import inferlab as il
-from inferlab import _hf, hooks
+from inferlab import _hf, engine, hooks
 from inferlab.generation import TextAssembler
 from inferlab.models import BUNDLED_DIR
 
@@ -110,7 +110,7 @@ def test_interleaved_recorded_streams_keep_their_own_data(model, order):
     list(first), list(second)
     _same_records(a.trace, ref_a)
     _same_records(b.trace, ref_b)
-    assert hooks.active_hook_count(model.hf) == 0 and _hf.current_attention(model.hf) == "sdpa"
+    assert hooks.active_hook_count(model) == 0 and _hf.current_attention(model) == "sdpa"
 
 
 def test_an_unrecorded_stream_beside_a_recorded_one(model):
@@ -147,7 +147,7 @@ def test_threads_recording_at_once_keep_their_own_data(model):
         _same_records(trace, ref_a)
     for trace in results["b"]:
         _same_records(trace, ref_b)
-    assert hooks.active_hook_count(model.hf) == 0 and _hf.current_attention(model.hf) == "sdpa"
+    assert hooks.active_hook_count(model) == 0 and _hf.current_attention(model) == "sdpa"
 
 
 def test_another_threads_forward_is_not_recorded(model):
@@ -165,7 +165,7 @@ def test_another_threads_forward_is_not_recorded(model):
             b.start()
             b.join(60)
 
-    handle = _hf.capture_points(model.hf).blocks[-1].register_forward_hook(pause)
+    handle = _hf.capture_points(model).blocks[-1].register_forward_hook(pause)
     try:
         traces: list[il.Trace] = []
         a = threading.Thread(target=lambda: (recorder_thread.append(threading.get_ident()),
@@ -180,9 +180,9 @@ def test_another_threads_forward_is_not_recorded(model):
 
 def test_capture_refuses_a_batch(model):
     ids = torch.tensor([model.encode("ROMEO. My lord")[:4], model.encode("JULIET. O Romeo")[:4]])
-    with pytest.raises(ValueError, match="batch=2"), hooks.capture(model.hf, {"attention"}), torch.no_grad():
-        model.hf(ids)
-    assert hooks.active_hook_count(model.hf) == 0
+    with pytest.raises(ValueError, match="batch=2"), hooks.capture(model, {"attention"}):
+        engine.forward_full(model, ids)
+    assert hooks.active_hook_count(model) == 0
 
 
 # ----------------------------------------------------------------------------- nothing leaks
@@ -255,7 +255,8 @@ class _Forwards:
         self.model, self.n = model, 0
 
     def __enter__(self):
-        self.handle = self.model.hf.register_forward_pre_hook(lambda *_: setattr(self, "n", self.n + 1))
+        module = self.model.transformers_module()
+        self.handle = module.register_forward_pre_hook(lambda *_: setattr(self, "n", self.n + 1))
         return self
 
     def __exit__(self, *exc):

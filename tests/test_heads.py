@@ -155,11 +155,11 @@ def test_a_head_switched_off_is_zero_in_the_block_by_hand(model, pat):
     layer, head, hd = 0, 2, model.info.head_dim
     with heads.heads_off(model, [(layer, head)]):
         off = A.record_patterns(model, pat.ids)
-    assert hooks.active_hook_count(model.hf) == 0
+    assert hooks.active_hook_count(model) == 0
     hand = A.layer_by_hand(model, off.residual[layer], layer)
     merged = hand.merged.clone()
     merged[:, head * hd:(head + 1) * hd] = 0  # the head's mixed values, switched off
-    w = _hf.block_tensors(model.hf)[layer]
+    w = _hf.block_tensors(model)[layer]
     mid = hand.x_in + merged @ w.attn_out.weight + w.attn_out.bias
 
     def ln(x, n):
@@ -183,13 +183,13 @@ def test_ablation_changes_the_output_and_a_layer_is_all_its_heads(model, pat):
 
 def test_hooks_removed_after_errors(model, pat):
     with pytest.raises(RuntimeError, match="inside"), heads.heads_off(model, [(0, 1), (2, None)]):
-        assert hooks.active_hook_count(model.hf) == 2
+        assert hooks.active_hook_count(model) == 2
         raise RuntimeError("a failure inside the block")
-    assert hooks.active_hook_count(model.hf) == 0
+    assert hooks.active_hook_count(model) == 0
     for bad in ([(model.info.n_layer, 0)], [(0, model.info.n_head)], [0], [(0, 1), ("x", 0)]):
         with pytest.raises((ValueError, TypeError), match=r"Fix"), heads.heads_off(model, bad):
             pass
-        assert hooks.active_hook_count(model.hf) == 0
+        assert hooks.active_hook_count(model) == 0
     with pytest.raises(ValueError, match="start"):
         heads.ablate(model, pat.ids, [(0, 0)], start=0)
 

@@ -116,7 +116,7 @@ def test_no_import_cycles_between_modules():
             visit(node, [])
 
 
-INTERNALS = re.compile(r"\.(c_attn|c_fc|c_proj|ln_1|ln_2|ln_f|lm_head)\b|transformer\.(h|wte|wpe)\b|"
+INTERNALS = re.compile(r"\.hf\b|\.(c_attn|c_fc|c_proj|ln_1|ln_2|ln_f|lm_head)\b|transformer\.(h|wte|wpe)\b|"
                        r"_attn_implementation|config\.(n_embd|n_layer|n_head|n_positions|n_ctx|vocab_size|"
                        r"layer_norm_epsilon|activation_function)\b|\bn_embd\b|\bn_positions\b")
 
@@ -140,8 +140,17 @@ def test_only_the_adapter_names_gpt2_internals():
     assert not bad, "use the functions in _hf.py:\n" + "\n".join(bad)
 
 
+def test_the_library_never_opens_the_transformers_door():
+    """``Model.transformers_module()`` is for learners exploring Hugging Face; the library goes through ``_hf``."""
+    bad = [str(p.relative_to(REPO)) for p in LIB.rglob("*.py") if p.name not in {"_hf.py", "models.py"}
+           and "transformers_module(" in p.read_text(encoding="utf-8")]
+    assert not bad, "reach the model through inferlab._hf (it accepts the Model), not transformers_module():\n" + \
+        "\n".join(bad)
+
+
 def test_internal_names_are_found_in_code_not_in_prose():
     nb = {"cells": [{"cell_type": "markdown", "source": ["GPT-2's `c_attn` projects q, k, v"]},
-                    {"cell_type": "code", "source": ["m.hf.transformer.h[0].ln_1"]}]}
+                    {"cell_type": "code", "source": ["m.transformers_module().transformer.h[0].ln_1"]}]}
     assert internal_names(Path("x.ipynb"), json.dumps(nb)) == [".ln_1", "transformer.h"]
     assert internal_names(Path("x.py"), "cfg.n_embd + model.lm_head") == [".lm_head", "n_embd"]
+    assert internal_names(Path("x.py"), "capture(model.hf, kinds); cache.hf") == [".hf"]

@@ -22,7 +22,7 @@ def test_bundled_model_facts(model):
     # the bundled model's published shape (its model card): 4 layers, 5 heads of 32, 512 positions
     assert (info.n_layer, info.n_head, info.d_model, info.n_ctx, info.vocab_size) == (4, 5, 160, 512, 50257)
     assert info.head_dim * info.n_head == info.d_model
-    assert info.n_params == sum(p.numel() for p in model.hf.parameters())  # tied head counted once
+    assert info.n_params == sum(p.numel() for p in model.transformers_module().parameters())  # tied head counted once
     assert info.weight_bytes == info.n_params * 4 and info.dtype == torch.float32
     assert model.encode("How does inference work?") == [2437, 857, 32278, 670, 30]
     assert model.eos_id == 50256
@@ -55,7 +55,7 @@ def test_load_a_save_pretrained_folder(tmp_path, model):
     assert m.info.source == "folder" and m.info.n_layer == 2 and m.info.n_ctx == 64
     ids = torch.tensor([[2437, 857, 32278]])
     with torch.no_grad():
-        assert torch.allclose(m.hf(ids).logits, src(ids).logits, atol=1e-5)
+        assert torch.allclose(il.forward_full(m, ids), src(ids).logits, atol=1e-5)
     assert m.encode("Hello, world!") == [15496, 11, 995, 0]
 
 

@@ -36,10 +36,10 @@ def test_as_linear_computes_x_times_w_transposed_plus_b():
 
 
 def test_fp32_copy_is_identical_and_the_original_untouched(model, logits, fp32):
-    assert fp32.model.hf is not model.hf
+    assert fp32.model.transformers_module() is not model.transformers_module()
     assert torch.equal(il.forward_full(fp32.model, [model.encode(PROMPT)]), logits)
     assert fp32.weight_bytes == model.info.weight_bytes
-    assert next(model.hf.parameters()).dtype == torch.float32
+    assert next(model.transformers_module().parameters()).dtype == torch.float32
 
 
 def test_step_bytes_count_the_tied_head_and_one_embedding_row(model, fp32):
@@ -122,7 +122,7 @@ def test_perplexity_matches_hugging_face_loss(model):
     text = "Friends, Romans, countrymen, lend me your ears; I come to bury Caesar, not to praise him."
     ids = torch.tensor([model.encode(text)])
     with torch.inference_mode():
-        hf_loss = float(model.hf(input_ids=ids, labels=ids).loss)
+        hf_loss = float(model.transformers_module()(input_ids=ids, labels=ids).loss)
     got = q.perplexity(model, text)
     assert got.tokens == ids.shape[1] - 1
     assert math.isclose(got.nats_per_token, hf_loss, rel_tol=1e-5)

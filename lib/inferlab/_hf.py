@@ -7,6 +7,7 @@ cache object with per-layer ``[batch, heads, tokens, head_dim]`` keys and values
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,6 +25,15 @@ from transformers import (
 )
 from transformers.pytorch_utils import Conv1D
 from transformers.utils import logging as hf_logging
+
+
+def module(model) -> GPT2LMHeadModel:
+    """The ``transformers`` module behind an inferlab ``Model`` (a bare module passes through).
+
+    Every function below that takes a model accepts either, so the rest of the library hands the
+    ``Model`` itself and never touches the Hugging Face object.
+    """
+    return getattr(model, "_module", model)
 
 
 def load_folder(path: Path | str, *, dtype: torch.dtype, device: torch.device,
@@ -105,14 +115,21 @@ def hub_offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+def copy_module(model) -> GPT2LMHeadModel:
+    """An independent copy of the model's module (weights included): what a quantized variant starts from."""
+    return copy.deepcopy(module(model))
+
+
 # ----------------------------------------------------------------------------- forward and cache
 def new_cache(model: GPT2LMHeadModel) -> DynamicCache:
     """An empty growing KV cache: one layer entry per block, filled on the first forward."""
+    model = module(model)
     return DynamicCache(config=model.config)
 
 
 def new_static_cache(model: GPT2LMHeadModel, max_tokens: int, batch: int = 1) -> StaticCache:
     """A pre-allocated KV cache of ``max_tokens`` positions (no reallocation while decoding)."""
+    model = module(model)
     return StaticCache(config=model.config, max_cache_len=max_tokens, max_batch_size=batch)
 
 
@@ -123,6 +140,7 @@ def forward(model: GPT2LMHeadModel, ids: torch.Tensor, cache: DynamicCache | Non
 
     With ``last_only`` only the last position goes through the LM head (``[batch, 1, vocab]``).
     """
+    model, cache = module(model), getattr(cache, "_hf_cache", cache)  # inferlab's KVCache wraps HF's cache
     kwargs = {}
     if cache_position is not None:
         kwargs["cache_position"] = cache_position
@@ -145,6 +163,7 @@ def cache_length(cache) -> int:
 @contextlib.contextmanager
 def attention_implementation(model: GPT2LMHeadModel, name: str) -> Iterator[None]:
     """Temporarily switch the attention kernel ("eager" returns probabilities; "sdpa" does not)."""
+    model = module(model)
     before = model.config._attn_implementation
     if before == name:
         yield
@@ -158,6 +177,7 @@ def attention_implementation(model: GPT2LMHeadModel, name: str) -> Iterator[None
 
 def current_attention(model: GPT2LMHeadModel) -> str:
     """The attention kernel in use ("sdpa", "eager", ...)."""
+    model = module(model)
     return model.config._attn_implementation
 
 
@@ -168,6 +188,7 @@ def hf_generate(model: GPT2LMHeadModel, ids: torch.Tensor, *, max_new_tokens: in
 
     ``top_k=0`` is passed explicitly: ``GenerationConfig`` defaults to ``top_k=50`` otherwise.
     """
+    model = module(model)
     kwargs = {"do_sample": do_sample, "max_new_tokens": max_new_tokens,
               "pad_token_id": eos_token_id if eos_token_id is not None else 0,
               "eos_token_id": eos_token_id, "attention_mask": torch.ones_like(ids)}
@@ -197,6 +218,7 @@ class ShapeFacts:
 
 def shape_facts(model: GPT2LMHeadModel) -> ShapeFacts:
     """The model's shape: layers, heads, widths, context, vocabulary, norm epsilon and activation."""
+    model = module(model)
     cfg = model.config
     return ShapeFacts(n_layer=cfg.n_layer, n_head=cfg.n_head, d_model=cfg.n_embd, head_dim=cfg.n_embd // cfg.n_head,
                       n_ctx=cfg.n_positions, vocab_size=cfg.vocab_size, layer_norm_eps=cfg.layer_norm_epsilon,
@@ -206,6 +228,7 @@ def shape_facts(model: GPT2LMHeadModel) -> ShapeFacts:
 def follows_plain_gpt2(model: GPT2LMHeadModel) -> bool:
     """Whether the config is GPT-2 as published: tanh GELU, one ``1/sqrt(head_dim)`` attention scale, no
     re-ordered attention. A hand-written GPT-2 block (``fast.py``) is exact only for these."""
+    model = module(model)
     cfg = model.config
     return (cfg.activation_function == "gelu_new" and cfg.scale_attn_weights
             and not cfg.scale_attn_by_inverse_layer_idx and not cfg.reorder_and_upcast_attn)
@@ -258,6 +281,7 @@ def _proj(module: torch.nn.Module) -> ProjTensors:
 
 def block_tensors(model: GPT2LMHeadModel) -> list[BlockTensors]:
     """Every block's weights, in order, as plain tensors (``[in, out]`` projections: ``x @ W + b``)."""
+    model = module(model)
     return [BlockTensors(_norm(b.ln_1), _proj(b.attn.c_attn), _proj(b.attn.c_proj), _norm(b.ln_2),
                          _proj(b.mlp.c_fc), _proj(b.mlp.c_proj), float(b.attn.scaling), b.mlp.act)
             for b in model.transformer.h]
@@ -265,16 +289,19 @@ def block_tensors(model: GPT2LMHeadModel) -> list[BlockTensors]:
 
 def final_norm_tensors(model: GPT2LMHeadModel) -> NormTensors:
     """The LayerNorm after the last block (``ln_f``), applied before the LM head."""
+    model = module(model)
     return _norm(model.transformer.ln_f)
 
 
 def embedding_tensors(model: GPT2LMHeadModel) -> tuple[torch.Tensor, torch.Tensor]:
     """The token table ``[vocab, d_model]`` and the position table ``[n_ctx, d_model]`` (detached views)."""
+    model = module(model)
     return model.transformer.wte.weight.detach(), model.transformer.wpe.weight.detach()
 
 
 def head_weight(model: GPT2LMHeadModel) -> torch.Tensor:
     """The LM head ``[vocab, d_model]``: logits = ``h @ W.T``. GPT-2 ties it to the token table (same tensor)."""
+    model = module(model)
     head = model.lm_head
     if not isinstance(head, torch.nn.Linear) or head.bias is not None:
         raise ValueError(f"the LM head is a {type(head).__name__}, not a plain weight (a quantized copy?). "
@@ -284,6 +311,7 @@ def head_weight(model: GPT2LMHeadModel) -> torch.Tensor:
 
 def tied_head(model: GPT2LMHeadModel) -> bool:
     """Whether the LM head reads the token table itself (GPT-2's tied weights; not after swapping the head)."""
+    model = module(model)
     head = model.lm_head
     return isinstance(head, torch.nn.Linear) and head.weight.data_ptr() == model.transformer.wte.weight.data_ptr()
 
@@ -296,6 +324,7 @@ def replace_projections(model: GPT2LMHeadModel, make: Callable[[torch.Tensor, to
     ``blocks``: every block's four (qkv, attention out, MLP in, MLP out); ``head``: the LM head (``bias``
     None). The new module maps ``[..., in]`` to ``[..., out]``. For quantized copies: use on a copy.
     """
+    model = module(model)
     if blocks:
         for b in model.transformer.h:
             for parent, name in ((b.attn, "c_attn"), (b.attn, "c_proj"), (b.mlp, "c_fc"), (b.mlp, "c_proj")):
@@ -318,6 +347,7 @@ class CapturePoints:
 
 def capture_points(model: GPT2LMHeadModel) -> CapturePoints:
     """Where the named capture points live in a GPT-2 model."""
+    model = module(model)
     blocks = tuple(model.transformer.h)
     return CapturePoints(model.transformer.wte, model.transformer.wpe, blocks, tuple(b.attn for b in blocks))
 
@@ -339,4 +369,5 @@ def head_mask_point(model: GPT2LMHeadModel, layer: int) -> torch.nn.Module:
 
     A forward pre-hook on it can switch heads off before they are mixed back into the residual stream.
     """
+    model = module(model)
     return model.transformer.h[layer].attn.c_proj

@@ -82,7 +82,7 @@ def record_patterns(model: Model, ids, *, max_attention_bytes: int = DEFAULT_MAX
             "recording attention for {tokens} tokens needs {need:.1f} MiB (layers x heads x T^2 x 4 bytes); the "
             "limit is max_attention_bytes={limit:.1f} MiB. Fix: use fewer tokens or raise max_attention_bytes.",
             tokens=t.shape[1], need=need / 2**20, limit=max_attention_bytes / 2**20))
-    with capture(model.hf, {"embeddings", "attention", "residual"}) as store:
+    with capture(model, {"embeddings", "attention", "residual"}) as store:
         forward_full(model, t)
         attention = torch.stack(store.attention())  # [layers, heads, query_pos, key_pos]
         residual = store.residual()  # [layers + 1, tokens, d_model]
@@ -136,7 +136,7 @@ def layer_by_hand(model: Model, x_in: torch.Tensor, layer: int) -> LayerByHand:
     if x_in.dim() != 2 or x_in.shape[1] != model.info.d_model:
         raise bad_value("x_in", tuple(x_in.shape), f"[tokens, d_model] with d_model={model.info.d_model}",
                         "pass one layer's residual, e.g. pat.residual[layer]")
-    w = _hf.block_tensors(model.hf)[layer]  # plain tensors; projections stored [in, out], so x @ W + b
+    w = _hf.block_tensors(model)[layer]  # plain tensors; projections stored [in, out], so x @ W + b
 
     def norm(x: torch.Tensor, n: _hf.NormTensors) -> torch.Tensor:
         return F.layer_norm(x, (x.shape[-1],), n.weight.float(), n.bias.float(), n.eps)

@@ -52,14 +52,14 @@ class KVCache:
     """
 
     def __init__(self, hf_cache, model, *, static: bool = False) -> None:
-        self.hf = hf_cache
+        self._hf_cache = hf_cache  # Hugging Face's cache object: only _hf reads it
         self.static = static
-        self._owner = weakref.ref(model.hf)
+        self._owner = weakref.ref(_hf.module(model))
         self._n_ctx = model.info.n_ctx
 
     def check_owner(self, model) -> None:
         """Raise a clear error unless this cache was filled by ``model``."""
-        if self._owner() is not model.hf:
+        if self._owner() is not _hf.module(model):
             raise bad_value("cache", self, f"a cache filled by this model ({model.info.name})",
                             "prefill the prompt with the same model you decode with")
 
@@ -78,12 +78,12 @@ class KVCache:
     @property
     def tokens(self) -> int:
         """Positions held (the context the next decode step attends over)."""
-        return _hf.cache_length(self.hf)
+        return _hf.cache_length(self._hf_cache)
 
     @property
     def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Per layer ``(keys, values)``, each ``[batch, heads, tokens, head_dim]``."""
-        return _hf.cache_tensors(self.hf)
+        return _hf.cache_tensors(self._hf_cache)
 
     @property
     def nbytes(self) -> int:

@@ -48,7 +48,7 @@ def group_name(group: str) -> str:
 
 def token_table(model: Model) -> torch.Tensor:
     """``wte``: the token table, ``[vocab, d_model]`` (a detached view of the weights: don't write to it)."""
-    return _hf.embedding_tensors(model.hf)[0]
+    return _hf.embedding_tensors(model)[0]
 
 
 @torch.no_grad()
@@ -64,7 +64,7 @@ def token_vectors(model: Model, ids: Sequence[int]) -> torch.Tensor:
 @torch.no_grad()
 def position_table(model: Model, n: int | None = None) -> torch.Tensor:
     """``wpe``: the first ``n`` rows of the position table (all ``n_ctx`` by default), ``[n, d_model]``."""
-    wpe = _hf.embedding_tensors(model.hf)[1]
+    wpe = _hf.embedding_tensors(model)[1]
     n = wpe.shape[0] if n is None else n
     if not 1 <= n <= wpe.shape[0]:
         raise bad_value("n", n, f"1 <= n <= {wpe.shape[0]} (the context length)", "pass a smaller n")

@@ -89,11 +89,11 @@ def prefill(model: Model, ids, *, static_tokens: int | None = None) -> tuple[tor
     if static_tokens is not None:
         check_number("static_tokens", static_tokens, low=ids.shape[1], high=model.info.n_ctx, integer=True,
                      fix="size the cache for the prompt plus the new tokens, within the context length")
-        hf_cache = _hf.new_static_cache(model.hf, static_tokens, batch=ids.shape[0])
+        hf_cache = _hf.new_static_cache(model, static_tokens, batch=ids.shape[0])
         positions = torch.arange(ids.shape[1], device=ids.device)
-        logits, hf_cache = _hf.forward(model.hf, ids, hf_cache, cache_position=positions, last_only=True)
+        logits, hf_cache = _hf.forward(model, ids, hf_cache, cache_position=positions, last_only=True)
         return logits[:, -1, :], KVCache(hf_cache, model, static=True)
-    logits, hf_cache = _hf.forward(model.hf, ids, _hf.new_cache(model.hf), last_only=True)
+    logits, hf_cache = _hf.forward(model, ids, _hf.new_cache(model), last_only=True)
     return logits[:, -1, :], KVCache(hf_cache, model)
 
 
@@ -121,9 +121,9 @@ def decode_step(model: Model, token, cache: KVCache) -> tuple[torch.Tensor, KVCa
                         "static_tokens" if cache.static else "the context is full: start again with a shorter prompt")
     if cache.static:
         pos = torch.tensor([cache.tokens], device=model.device)
-        logits, _ = _hf.forward(model.hf, t, cache.hf, cache_position=pos)
+        logits, _ = _hf.forward(model, t, cache, cache_position=pos)
     else:
-        logits, _ = _hf.forward(model.hf, t, cache.hf)
+        logits, _ = _hf.forward(model, t, cache)
     return logits[:, -1, :], cache
 
 
@@ -134,7 +134,7 @@ def forward_full(model: Model, ids, *, last_only: bool = False) -> torch.Tensor:
     ``last_only`` applies the LM head to the last position only (``[batch, 1, vocab]``): all a
     cache-less decode step needs, and the same work ``prefill`` does.
     """
-    logits, _ = _hf.forward(model.hf, as_ids(model, ids), None, use_cache=False, last_only=last_only)
+    logits, _ = _hf.forward(model, as_ids(model, ids), None, use_cache=False, last_only=last_only)
     return logits
 
 
@@ -292,7 +292,7 @@ def reference_generate(model: Model, prompt: str, max_new_tokens: int = 40,
     s = config.sampling
     if not s.greedy and s.seed is not None:
         torch.manual_seed(s.seed)
-    out = _hf.hf_generate(model.hf, ids, max_new_tokens=config.max_new_tokens, do_sample=not s.greedy,
+    out = _hf.hf_generate(model, ids, max_new_tokens=config.max_new_tokens, do_sample=not s.greedy,
                           temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                           eos_token_id=model.eos_id if stop_at_eos else None)
     return [int(t) for t in out[0]]

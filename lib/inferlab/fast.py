@@ -154,7 +154,7 @@ class BlockWeights:
 def block_weights(model: Model, *, pack: bool = False, rows: bool = False, onednn: bool = False,
                   batch: int = 1) -> list[BlockWeights]:
     """Every block's tensors, with the copies ``pack`` (oneDNN's layout) or ``rows`` (``[out, in]``) asks for."""
-    if not _hf.follows_plain_gpt2(model.hf):
+    if not _hf.follows_plain_gpt2(model):
         raise ValueError("FastDecoder follows GPT-2's published config (gelu_new, plain 1/sqrt(head_dim) scaling). "
                          "Fix: use inferlab.generate for this model.")
 
@@ -165,7 +165,7 @@ def block_weights(model: Model, *, pack: bool = False, rows: bool = False, onedn
 
     return [BlockWeights(t.ln1.weight, t.ln1.bias, proj(t.qkv), proj(t.attn_out), t.ln2.weight, t.ln2.bias,
                          proj(t.fc), proj(t.mlp_out))
-            for t in _hf.block_tensors(model.hf)]
+            for t in _hf.block_tensors(model)]
 
 
 class FastDecoder:
@@ -217,9 +217,9 @@ class FastDecoder:
         self.blocks = block_weights(model, pack=weights == "packed", rows=weights == "rows", onednn=onednn,
                                     batch=batch)
         self._gemv = weights == "rows" and batch == 1 and compile  # decode products as reductions (module doc)
-        self.wte, self.wpe = _hf.embedding_tensors(model.hf)  # [vocab, d_model], [n_ctx, d_model]
-        self.head = _hf.head_weight(model.hf)  # [vocab, d_model]: GPT-2's head is wte itself (tied)
-        ln_f = _hf.final_norm_tensors(model.hf)
+        self.wte, self.wpe = _hf.embedding_tensors(model)  # [vocab, d_model], [n_ctx, d_model]
+        self.head = _hf.head_weight(model)  # [vocab, d_model]: GPT-2's head is wte itself (tied)
+        ln_f = _hf.final_norm_tensors(model)
         self.lnf_w, self.lnf_b, self.eps = ln_f.weight, ln_f.bias, ln_f.eps  # GPT-2: one eps for every norm
         self.n_head, self.d = info.n_head, info.d_model
         self.scale = info.head_dim ** -0.5  # as Hugging Face passes it to SDPA

@@ -25,7 +25,7 @@ from . import _hf
 from .attention import Patterns, record_patterns
 from .engine import as_ids, forward_full
 from .errors import bad_value, check_number
-from .hooks import model_lock
+from .hooks import zero_heads
 from .i18n import tr
 from .models import Model
 from .tokens import piece_text
@@ -222,7 +222,7 @@ def logit_lens(model: Model, residual: torch.Tensor, ids: list[int] | None = Non
     if residual.dim() != 3 or residual.shape[-1] != model.info.d_model:
         raise bad_value("residual", tuple(residual.shape), "[layers + 1, tokens, d_model]",
                         "pass Patterns.residual (record 'embeddings' and 'residual')")
-    norm, head = _hf.final_norm_tensors(model.hf), _hf.head_weight(model.hf)  # head [vocab, d_model]
+    norm, head = _hf.final_norm_tensors(model), _hf.head_weight(model)  # head [vocab, d_model]
     with torch.inference_mode():
         h = F.layer_norm(residual.to(head.device, head.dtype), (head.shape[1],), norm.weight, norm.bias, norm.eps)
         logits = F.linear(h, head).float()  # [layers + 1, tokens, vocab]
@@ -267,26 +267,8 @@ def heads_off(model: Model, specs: Iterable[HeadSpec]) -> Iterator[None]:
     >>> with heads_off(m, [(1, 3), (2, None)]):   # head 3 of layer 1, every head of layer 2  # doctest: +SKIP
     ...     logits = il.forward_full(m, ids)
     """
-    off = _check_specs(model, specs)
-    hd = model.info.head_dim
-    handles = []
-
-    def zero(heads: list[int]):
-        def hook(_module, args):
-            x = args[0].clone()  # [batch, tokens, heads * head_dim]: the heads side by side
-            for h in heads:
-                x[..., h * hd:(h + 1) * hd] = 0
-            return (x, *args[1:])
-        return hook
-
-    with model_lock(model.hf):
-        try:
-            for layer, heads in off.items():
-                handles.append(_hf.head_mask_point(model.hf, layer).register_forward_pre_hook(zero(heads)))
-            yield
-        finally:
-            for h in handles:
-                h.remove()
+    with zero_heads(model, _check_specs(model, specs)):
+        yield
 
 
 @dataclass

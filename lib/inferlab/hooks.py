@@ -69,13 +69,14 @@ class Captures(dict):
         return {"tok": self[EMBED_TOK], "pos": self[EMBED_POS], "sum": self[EMBED_SUM]}
 
 
-def active_hook_count(model: torch.nn.Module) -> int:
+def active_hook_count(model) -> int:
     """How many forward hooks are registered anywhere in ``model`` (0 after every run)."""
-    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in model.modules())
+    return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in _hf.module(model).modules())
 
 
-def model_lock(model: torch.nn.Module) -> threading.RLock:
+def model_lock(model) -> threading.RLock:
     """The lock that serializes captures on ``model`` (re-entrant: a thread may nest captures)."""
+    model = _hf.module(model)
     with _LOCKS_GUARD:
         lock = _LOCKS.get(model)
         if lock is None:
@@ -95,14 +96,16 @@ def check_kinds(kinds: Iterable[str]) -> set[str]:
 
 
 @contextlib.contextmanager
-def capture(model: torch.nn.Module, kinds: Iterable[str]) -> Iterator[Captures]:
+def capture(model, kinds: Iterable[str]) -> Iterator[Captures]:
     """Register the hooks for ``kinds`` and yield the ``Captures`` they write into.
 
     Each forward overwrites the entries; copy out what you need between forwards. One sequence at a
     time: a forward with ``batch > 1`` raises a ``ValueError`` (record one prompt per run).
 
-    >>> with capture(m.hf, {"attention"}) as cap:          # doctest: +SKIP
-    ...     m.hf(ids)
+    ``model``: an inferlab ``Model`` (what ``load`` returns).
+
+    >>> with capture(m, {"attention"}) as cap:             # doctest: +SKIP
+    ...     il.forward_full(m, ids)
     ...     cap.attention()[0].shape                         # [heads, query_pos, key_pos]
     """
     kinds = check_kinds(kinds)
@@ -155,6 +158,35 @@ def capture(model: torch.nn.Module, kinds: Iterable[str]) -> Iterator[Captures]:
                 for i, block in enumerate(points.blocks):
                     handles.append(block.register_forward_hook(keep(resid_post(i))))
             yield store
+        finally:
+            for h in handles:
+                h.remove()
+
+
+@contextlib.contextmanager
+def zero_heads(model, off: dict[int, list[int]]) -> Iterator[None]:
+    """Zero ablation: heads ``off[layer]`` add nothing to the residual stream for forwards run inside the block.
+
+    A head's mixed values ``[batch, tokens, head_dim]`` are set to 0 before the output projection (its
+    bias stays). Serialized with captures by the model's lock; the hooks are removed on exit, always.
+    ``inferlab.heads.heads_off`` checks the heads and calls this.
+    """
+    hd = _hf.shape_facts(model).head_dim
+    handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    def zero(heads: list[int]):
+        def hook(_module, args):
+            x = args[0].clone()  # [batch, tokens, heads * head_dim]: the heads side by side
+            for h in heads:
+                x[..., h * hd:(h + 1) * hd] = 0
+            return (x, *args[1:])
+        return hook
+
+    with model_lock(model):
+        try:
+            for layer, heads in off.items():
+                handles.append(_hf.head_mask_point(model, layer).register_forward_pre_hook(zero(heads)))
+            yield
         finally:
             for h in handles:
                 h.remove()

@@ -73,16 +73,32 @@ class ModelInfo:
 
 @dataclass
 class Model:
-    """A loaded model: the ``torch`` module (``hf``), its tokenizer and its ``info``."""
+    """A loaded model: its tokenizer, its ``info``, and (privately) the ``transformers`` module that runs it.
 
-    hf: torch.nn.Module
+    The library reaches the module only through ``inferlab._hf``, which accepts the ``Model`` itself; run it
+    with ``inferlab.engine`` (``prefill``, ``decode_step``, ``forward_full``) and watch it with
+    ``inferlab.hooks.capture(model, ...)``. ``transformers_module()`` hands the raw module to a learner who
+    wants to explore Hugging Face's own objects.
+    """
+
+    _module: torch.nn.Module = field(repr=False)
     tokenizer: object
     info: ModelInfo
+
+    def transformers_module(self) -> torch.nn.Module:
+        """The Hugging Face ``GPT2LMHeadModel`` behind this model, for exploring ``transformers`` itself.
+
+        >>> type(m.transformers_module()).__name__      # doctest: +SKIP
+        'GPT2LMHeadModel'
+
+        Changing it changes this model. The course's own code never uses it.
+        """
+        return self._module
 
     @property
     def device(self) -> torch.device:
         """Where the weights live."""
-        return next(self.hf.parameters()).device
+        return next(self._module.parameters()).device
 
     @property
     def eos_id(self) -> int:
@@ -108,7 +124,7 @@ class Model:
         """
         if name not in ATTENTION_KERNELS:
             raise bad_value("name", name, f"one of {list(ATTENTION_KERNELS)}", "use 'eager' or 'sdpa'")
-        return _hf.attention_implementation(self.hf, name)
+        return _hf.attention_implementation(self, name)
 
     def __repr__(self) -> str:
         return f"Model({self.info!r})"
@@ -382,7 +398,7 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
     if verbose:
         print(tr("inferlab: loaded {name} ({source}; {reason}) on {device}, {dtype}", name=info.name,
                  source=info.source, reason=info.reason, device=info.device, dtype=str(dt).removeprefix("torch.")))
-    return Model(hf=hf, tokenizer=tok, info=info)
+    return Model(hf, tokenizer=tok, info=info)
 
 
 def _from_hub(name: str, dtype, device):

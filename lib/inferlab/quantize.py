@@ -18,7 +18,6 @@ of the two. ``perplexity`` measures quality on held-out text: exp(mean next-toke
 
 from __future__ import annotations
 
-import copy
 import math
 import warnings
 from dataclasses import dataclass, replace
@@ -202,20 +201,20 @@ def quantize(model: Model, kind: str, *, parts: str = "all") -> Quantized:
     if parts not in PARTS or (kind in _FLOATS and parts != "all"):
         raise bad_value("parts", parts, f"one of {PARTS} for int8/int4, 'all' for {tuple(_FLOATS)}",
                         "leave parts='all' unless you quantize to int8 or int4")
-    hf = copy.deepcopy(model.hf)
+    module = _hf.copy_module(model)
     if kind in _FLOATS:
-        hf = hf.to(_FLOATS[kind])
+        module = module.to(_FLOATS[kind])
     elif kind == "int8":
-        _hf.replace_projections(hf, as_int8, blocks=parts != "head", head=parts != "blocks")
+        _hf.replace_projections(module, as_int8, blocks=parts != "head", head=parts != "blocks")
     else:
-        _hf.replace_projections(hf, Int4Linear, blocks=parts != "head", head=parts != "blocks")
+        _hf.replace_projections(module, Int4Linear, blocks=parts != "head", head=parts != "blocks")
     method = _method(kind, parts)
-    hf.eval()
+    module.eval()
     dtype = _FLOATS.get(kind, torch.float32)
-    info = replace(model.info, dtype=dtype, weight_bytes=stored_bytes(hf),
+    info = replace(model.info, dtype=dtype, weight_bytes=stored_bytes(module),
                    notes=(*model.info.notes, f"quantized: {kind} ({method})"))
-    return Quantized(kind, Model(hf=hf, tokenizer=model.tokenizer, info=info), method,
-                     info.weight_bytes, step_bytes(hf))
+    return Quantized(kind, Model(module, tokenizer=model.tokenizer, info=info), method,
+                     info.weight_bytes, step_bytes(module))
 
 
 @dataclass(frozen=True)

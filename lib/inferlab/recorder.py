@@ -97,7 +97,7 @@ class Recorder:
         """Run one forward pass ``fn(*args)`` with this run's hooks attached only while it runs."""
         if not self.hook_kinds:
             return fn(*args)
-        with capture(self.model.hf, self.hook_kinds) as cap:
+        with capture(self.model, self.hook_kinds) as cap:
             out = fn(*args)
             self._captured = {}
             if "attention" in self.kinds:

@@ -122,5 +122,5 @@ def attention_kernels(model: Model, tokens: int, *, repeats: int = 5, warmup: in
     ``[heads, query_pos, key_pos]`` probabilities out of every layer.
     """
     setups = {"sdpa": lambda: model.attention_kernel("sdpa"), "eager": lambda: model.attention_kernel("eager"),
-              RECORDING: lambda: capture(model.hf, {"attention"})}
+              RECORDING: lambda: capture(model, {"attention"})}
     return kernel_sweep(model, [tokens], setups, repeats=repeats, warmup=warmup, memory=False)
