@@ -45,4 +45,4 @@ def test_load_variant_keeps_the_depth_of_a_cut_shape():
     g = il.load("random:gpt2", verbose=False, n_layer=1)
     half, why = measure.load_variant(g, dtype="bfloat16")
     assert half is not None, why
-    assert half.info.n_layer == 1 and half.info.dtype == il.models.resolve_dtype("bfloat16", "cpu")
+    assert half.info.n_layer == 1 and half.info.dtype == il.checkpoints.resolve_dtype("bfloat16", "cpu")

@@ -7,6 +7,7 @@ import random
 import plotly.graph_objects as go
 import pytest
 
+from inferlab import bpe as B
 from inferlab import tokens as T
 from inferlab.viz import tokens as vt
 from inferlab.widgets import tokens as wt
@@ -55,21 +56,21 @@ def test_leading_space_belongs_to_next_token(tok):
 
 # ----------------------------------------------------------------------------- byte map and BPE
 def test_bytes_to_unicode_is_gpt2s_map():
-    table = T.bytes_to_unicode()
+    table = B.bytes_to_unicode()
     assert len(table) == 256 and len(set(table.values())) == 256
     assert table[ord(" ")] == "Ġ" and table[ord("\n")] == "Ċ" and table[ord("a")] == "a"
     assert all(s.isprintable() and not s.isspace() for s in table.values())
-    vocab = T.gpt2_bpe().vocab
+    vocab = B.gpt2_bpe().vocab
     assert all(s in vocab for s in table.values())  # every byte is a token of its own
 
 
 @pytest.mark.parametrize("text", TRICKY)
 def test_hand_bpe_matches_real_tokenizer(tok, text):
-    assert T.gpt2_bpe().encode(text) == list(tok(text, add_special_tokens=False).input_ids)
+    assert B.gpt2_bpe().encode(text) == list(tok(text, add_special_tokens=False).input_ids)
 
 
 def test_hand_bpe_matches_on_random_strings(tok):
-    bpe = T.gpt2_bpe()
+    bpe = B.gpt2_bpe()
     for text in random_strings(300):
         assert bpe.encode(text) == list(tok(text, add_special_tokens=False).input_ids), repr(text)
 
@@ -79,18 +80,18 @@ def test_pretokenizer_matches_huggingface(tok):
     for text in TRICKY[:40] + random_strings(50, seed=1):
         if "<|endoftext|>" in text:
             continue
-        ours = ["".join(T.BYTE_TO_SYMBOL[b] for b in c.encode("utf-8")) for c in T.BPE.pretokenize(text)]
+        ours = ["".join(B.BYTE_TO_SYMBOL[b] for b in c.encode("utf-8")) for c in B.BPE.pretokenize(text)]
         assert ours == [c for c, _ in pre.pre_tokenize_str(text)], repr(text)
 
 
 def test_bpe_decode_roundtrip(tok):
-    bpe = T.gpt2_bpe()
+    bpe = B.gpt2_bpe()
     for text in TRICKY:
         assert bpe.decode(bpe.encode(text)) == text
 
 
 def test_bpe_steps_show_the_work():
-    work = T.bpe_steps(" inference")
+    work = B.bpe_steps(" inference")
     assert work.utf8 == b" inference"
     assert work.initial == ("Ġ", "i", "n", "f", "e", "r", "e", "n", "c", "e")
     assert work.final == ("Ġinference",) and work.ids == (32278,)
@@ -102,7 +103,7 @@ def test_bpe_steps_show_the_work():
 
 
 def test_bpe_ranks_increase_on_many_words():
-    bpe = T.gpt2_bpe()
+    bpe = B.gpt2_bpe()
     for text in TRICKY:
         for work in bpe.encode_and_show_work(text):
             ranks = [s.rank for s in work.steps]
@@ -111,14 +112,14 @@ def test_bpe_ranks_increase_on_many_words():
 
 def test_bpe_steps_refuses_several_chunks():
     with pytest.raises(ValueError, match="encode_and_show_work"):
-        T.bpe_steps("hello world")
+        B.bpe_steps("hello world")
     with pytest.raises(ValueError):
-        T.bpe_steps("")
+        B.bpe_steps("")
 
 
 def test_bpe_from_folder_needs_files(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"merges\.txt"):
-        T.BPE.from_folder(tmp_path)
+        B.BPE.from_folder(tmp_path)
 
 
 # ----------------------------------------------------------------------------- pieces
@@ -171,10 +172,10 @@ def test_bad_text_is_refused_clearly(tok, bad):
 
 
 @pytest.mark.parametrize("call,name", [
-    (lambda text: T.gpt2_bpe().encode_and_show_work(text), "text"),
-    (lambda text: T.gpt2_bpe().encode(text), "text"),
-    (lambda text: T.gpt2_bpe().work(text), "word"),
-    (lambda text: T.bpe_steps(text), "word"),
+    (lambda text: B.gpt2_bpe().encode_and_show_work(text), "text"),
+    (lambda text: B.gpt2_bpe().encode(text), "text"),
+    (lambda text: B.gpt2_bpe().work(text), "word"),
+    (lambda text: B.bpe_steps(text), "word"),
     (lambda text: T.check_text(text), "text"),
 ])
 def test_lone_surrogate_names_parameter_position_and_fix(call, name):
@@ -189,13 +190,13 @@ def test_lone_surrogate_names_parameter_position_and_fix(call, name):
 def test_long_text_with_a_lone_surrogate_shows_where():
     text = "x" * 100 + "\udc00" + "y" * 100
     with pytest.raises(ValueError, match="at character 100 ") as err:
-        T.gpt2_bpe().encode(text)
+        B.gpt2_bpe().encode(text)
     assert "x" * 50 not in str(err.value)  # an excerpt around the bad character, not the whole text
 
 
 def test_bpe_decode_refuses_unknown_ids():
     with pytest.raises(ValueError, match=r"ids=\[60000\].*Fix"):
-        T.gpt2_bpe().decode([15496, 60000])
+        B.gpt2_bpe().decode([15496, 60000])
 
 
 def test_costs_same_meaning(tok):
@@ -235,7 +236,7 @@ def test_chips_display_object(tok):
 
 
 def test_merge_table_rows():
-    work = T.bpe_steps(" inference")
+    work = B.bpe_steps(" inference")
     html = vt.merge_table_html(work)
     assert html.count("<tr") == len(work.steps) + 3  # header, start, merges, end
     assert f"rank {work.steps[-1].rank:,}" in html and "32278" in html
@@ -275,7 +276,7 @@ def test_token_box_messages(tok):
 def test_bpe_stepper_steps():
     st = wt.bpe_stepper(" inference")
     (_, chunk), slider, view = st.children[0].children, st.children[1], st.children[2]
-    assert slider.max == len(T.bpe_steps(" inference").steps) and "more merge" in view.value
+    assert slider.max == len(B.bpe_steps(" inference").steps) and "more merge" in view.value
     slider.value = slider.max
     assert "no pair left" in view.value
     st.children[0].children[0].value = "Hello world"

@@ -40,7 +40,7 @@ def load_folder(path: Path | str, *, dtype: torch.dtype, device: torch.device,
                 local_only: bool) -> GPT2LMHeadModel:
     """Load a GPT-2 checkpoint (a folder or a hub name). Safetensors only; never remote code.
 
-    The caller has already read ``config.json`` itself (``models.check_config``); every call here refuses
+    The caller has already read ``config.json`` itself (``checkpoints.check_config``); every call here refuses
     remote code explicitly anyway, so transformers raises instead of asking on standard input.
     """
     config = AutoConfig.from_pretrained(path, local_files_only=local_only, trust_remote_code=False)

@@ -24,10 +24,11 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from .bpe import symbol_bytes
 from .cost import Shape, prefill_cost
 from .errors import bad_value, check_number
 from .i18n import tr
-from .tokens import TextCost, Tokenized, costs, symbol_bytes, visible
+from .tokens import TextCost, Tokenized, costs, visible
 
 REPLACEMENT = "\ufffd"  # what a decoder shows for bytes that are not (yet) a whole character
 

@@ -55,3 +55,22 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
         raise bad_value(name, value, allowed, fix or tr("pass a value in that range"))
     if high is not None and (value > high or (high_open and value == high)):
         raise bad_value(name, value, allowed, fix or tr("pass a value in that range"))
+
+
+def check_utf8(name: str, text) -> str:
+    """Refuse a non-string, or a string with no UTF-8 bytes (a lone surrogate): BPE works on UTF-8 bytes.
+
+    A lone surrogate (``"\ud800"``) is half of a character outside the Basic Multilingual Plane, such as
+    an emoji, left behind when a string is cut between the two halves of a UTF-16 pair.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"{name} must be a string, got {type(text).__name__}. Fix: pass the text in quotes.")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        shown = text if len(text) <= 40 else text[max(0, exc.start - 10):exc.start + 10]
+        raise bad_value(name, shown, tr("text that can be written as UTF-8 (whole characters only)"),
+                        tr("remove the lone surrogate U+{code:04X} at character {position} (half of an emoji or "
+                           "other character, left by cutting a string), or paste the whole character again",
+                           code=ord(text[exc.start]), position=exc.start)) from None
+    return text

@@ -15,11 +15,11 @@ import numbers
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import bad_value, check_number
+from .bpe import symbol_bytes
+from .errors import bad_value, check_number, check_utf8
 from .i18n import tr
-from .models import Model, check_text
+from .models import Model
 from .sampling import GREEDY, SamplingConfig
-from .tokens import symbol_bytes
 
 _SAMPLING_KEYWORDS = ("temperature", "top_k", "top_p", "seed")
 CACHE_IMPLEMENTATIONS = ("dynamic", "static")
@@ -150,7 +150,7 @@ class GenerationConfig:
                             "Fix: pass text; to start from token ids use prefill(model, ids).")
         if not prompt:
             raise bad_value("prompt", prompt, tr("a non-empty string"), tr("type at least one character"))
-        check_text("prompt", prompt)
+        check_utf8("prompt", prompt)
         vocab = model.info.vocab_size
         bad = [t for t in self.stop_token_ids if not 0 <= t < vocab]
         if bad:

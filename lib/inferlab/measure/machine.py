@@ -27,9 +27,9 @@ from typing import TypeVar
 
 import torch
 
+from ..checkpoints import resolve_device
 from ..cost import MachineProfile
 from ..errors import bad_value, check_number
-from ..models import resolve_device
 from ..timing import time_call
 
 BANDWIDTH_KINDS = ("copy", "read")

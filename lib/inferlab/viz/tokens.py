@@ -16,8 +16,9 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from IPython.display import HTML
 
+from ..bpe import BYTE_TO_SYMBOL, BPEWork, symbol_bytes
 from ..i18n import tr
-from ..tokens import BYTE_TO_SYMBOL, BPEWork, Piece, TextCost, Tokenized, symbol_bytes, visible
+from ..tokens import Piece, TextCost, Tokenized, visible
 from . import PALETTE, base_layout, require
 
 MAX_CHIPS = 3000
@@ -91,7 +92,7 @@ def _symbol_chip(symbol: str, i: int, *, highlight: bool = False) -> str:
 
 def byte_map_html(work: BPEWork) -> str:
     """Table: each UTF-8 byte of the chunk, its hex, and the symbol GPT-2 writes it as."""
-    require(isinstance(work, BPEWork), tr("byte_map_html needs a BPEWork: pass inferlab.tokens.bpe_steps(word)"))
+    require(isinstance(work, BPEWork), tr("byte_map_html needs a BPEWork: pass inferlab.bpe.bpe_steps(word)"))
     char_of = [ch for ch in work.word for _ in ch.encode("utf-8")]
     cells = "".join(
         f'<td style="padding:2px 6px;text-align:center">{b:02x}<br><b>{html.escape(BYTE_TO_SYMBOL[b])}</b>'
@@ -105,10 +106,10 @@ def merge_table_html(work: BPEWork, upto: int | None = None) -> str:
     """Every merge in order: rank in merges.txt, the pair joined, the word after it (new symbol in red).
 
     Args:
-        work: from ``inferlab.tokens.bpe_steps(word)``.
+        work: from ``inferlab.bpe.bpe_steps(word)``.
         upto: show only the first ``upto`` merges (for a stepper); ``None`` shows them all.
     """
-    require(isinstance(work, BPEWork), tr("merge_table_html needs a BPEWork: pass inferlab.tokens.bpe_steps(word)"))
+    require(isinstance(work, BPEWork), tr("merge_table_html needs a BPEWork: pass inferlab.bpe.bpe_steps(word)"))
     steps = work.steps if upto is None else work.steps[:upto]
     row = ('<tr><td style="padding:2px 8px;color:#555">{}</td><td style="padding:2px 8px">{}</td>'
            '<td style="padding:2px 8px">{}</td></tr>')

@@ -12,8 +12,9 @@ from collections.abc import Callable, Mapping
 
 import ipywidgets as w
 
+from ..bpe import BPE, gpt2_bpe
 from ..i18n import tr
-from ..tokens import BPE, EXAMPLES, MAX_CHARS, gpt2_bpe, tokenize, visible
+from ..tokens import EXAMPLES, MAX_CHARS, tokenize, visible
 from ..viz.tokens import byte_map_html, chips_html, merge_table_html, stats_html
 from . import message, titled
 
@@ -130,7 +131,7 @@ def bpe_stepper(text: str = " inference", bpe: BPE | None = None) -> w.VBox:
 
     Args:
         text: any text; it is first cut into chunks (words with their leading space, digits, ...).
-        bpe: the hand-written tokenizer (default: GPT-2's files, ``inferlab.tokens.gpt2_bpe()``).
+        bpe: the hand-written tokenizer (default: GPT-2's files, ``inferlab.bpe.gpt2_bpe()``).
     """
     bpe = bpe or gpt2_bpe()
     box = w.Text(value=text, description=tr("Text:"), continuous_update=False, layout=w.Layout(width="420px"))
