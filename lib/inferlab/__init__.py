@@ -24,8 +24,8 @@ __version__ = "0.1.0"
 # public name -> the module that defines it (relative to this package)
 _NAMES: dict[str, str] = {
     **dict.fromkeys(("KVCache", "CacheSnapshot"), "cache"),
-    **dict.fromkeys(("Stream", "decode_step", "forward_full", "generate", "prefill", "reference_generate", "stream"),
-                    "engine"),
+    **dict.fromkeys(("Stream", "decode_step", "forward_full", "generate", "prefill", "recompute_step",
+                     "reference_generate", "stream"), "engine"),
     **dict.fromkeys(("GenerationConfig", "TokenEvent"), "generation"),
     **dict.fromkeys(("by_language", "language", "set_language", "tr"), "i18n"),
     **dict.fromkeys(("Model", "ModelInfo", "load"), "models"),
@@ -68,6 +68,7 @@ if TYPE_CHECKING:  # what static tools and editors see; nothing is imported at r
         forward_full,
         generate,
         prefill,
+        recompute_step,
         reference_generate,
         stream,
     )

@@ -10,8 +10,9 @@
 
 ``generate`` runs that loop (``_loop`` below is exactly it) and returns a ``Trace``; ``stream`` yields
 each token as it is made. Settings travel as one ``GenerationConfig`` (Hugging Face's names); recording
-is a ``Recorder`` handed each forward pass. ``use_cache=False`` recomputes the whole sequence every step
-instead of decoding against the cache (notebook 05 compares them).
+is a ``Recorder`` handed each forward pass and each step. ``use_cache=False`` chooses, once, to
+``recompute_step`` the whole sequence every step instead of ``decode_step`` against the cache (notebook 05
+compares them).
 
 Shapes: ``ids`` ``[batch, tokens]``; ``logits`` ``[batch, vocab]`` (the last position).
 """
@@ -33,10 +34,10 @@ from .recorder import DEFAULT_MAX_ATTENTION_BYTES, Recorder
 from .sampling import GREEDY, SamplingConfig, sample, sample_with_steps
 from .timing import clock
 from .tokens import piece_text
-from .trace import StepRecord, Trace
+from .trace import Trace
 
 __all__ = ["DEFAULT_MAX_ATTENTION_BYTES", "GenerationConfig", "Stream", "TokenEvent", "as_ids", "decode_step",
-           "forward_full", "generate", "prefill", "reference_generate", "stream"]
+           "forward_full", "generate", "prefill", "recompute_step", "reference_generate", "stream"]
 
 
 def as_ids(model: Model, ids) -> torch.Tensor:
@@ -148,19 +149,28 @@ def _choose(logits: torch.Tensor, config: SamplingConfig, generator, show_work: 
     return int(sample(logits, config, generator)), None
 
 
-def _first_pass(model: Model, ids: list[int], config: GenerationConfig):
-    """Prefill (or, without the cache, the same full forward)."""
-    if config.use_cache:
-        static = len(ids) + config.max_new_tokens if config.cache_implementation == "static" else None
-        return prefill(model, [ids], static_tokens=static)
-    return forward_full(model, [ids], last_only=True)[:, -1, :], None
+def recompute_step(model: Model, sequence) -> torch.Tensor:
+    """Without a cache: run the whole ``sequence`` again for one new token; the last position's logits
+    ``[batch, vocab]``. Each step repeats the prompt's work plus every token so far (notebook 05 times it)."""
+    return forward_full(model, sequence, last_only=True)[:, -1, :]
 
 
-def _next_pass(model: Model, sequence: list[int], cache: KVCache | None, use_cache: bool):
-    """Decode one token against the cache (or, without it, recompute the whole sequence)."""
-    if use_cache:
-        return decode_step(model, sequence[-1], cache)
-    return forward_full(model, [sequence], last_only=True)[:, -1, :], None
+def _prefill_job(model: Model, ids: list[int], config: GenerationConfig):
+    """Job 1: the whole prompt at once (without the cache, the same forward keeps no keys and values)."""
+    if not config.use_cache:
+        return recompute_step(model, [ids]), None
+    static = len(ids) + config.max_new_tokens if config.cache_implementation == "static" else None
+    return prefill(model, [ids], static_tokens=static)
+
+
+def _decode_job(model: Model, sequence: list[int], cache: KVCache):
+    """Job 2: the newest token against the cache."""
+    return decode_step(model, sequence[-1], cache)
+
+
+def _recompute_job(model: Model, sequence: list[int], _cache: None):
+    """Job 2 without a cache: the whole sequence again."""
+    return recompute_step(model, [sequence]), None
 
 
 def _loop(model: Model, ids: list[int], config: GenerationConfig, recorder: Recorder, trace: Trace,
@@ -169,27 +179,24 @@ def _loop(model: Model, ids: list[int], config: GenerationConfig, recorder: Reco
     device = model.device
     generator = config.sampling.generator(device if device.type == "cuda" else "cpu")
     text = TextAssembler(model.tokenizer, config.stop_strings)
+    next_job = _decode_job if config.use_cache else _recompute_job                        # chosen once
     sequence = list(ids)
 
     t_start = clock(device) - t_req
-    logits, cache = recorder.forward(_first_pass, model, ids, config)                        # prefill, once
+    logits, cache = recorder.forward(_prefill_job, model, ids, config)                    # prefill, once
     for index in range(config.max_new_tokens):
         token, work = _choose(logits[0], config.sampling, generator, recorder.wants("sampling"))  # sample
         t_end = clock(device) - t_req
         sequence.append(token)
-        piece, stop = next_text(model, config, text, token, index)
-        recorder.step(trace, StepRecord(
-            index=index, kind="prefill" if index == 0 else "decode",
-            input_ids=(list(ids) if index == 0 else [sequence[-2]]) if config.use_cache else sequence[:-1],
-            position=(0 if index == 0 else len(sequence) - 2) if config.use_cache else 0,
-            token_id=token, t_start=t_start, t_end=t_end, sampling=work), cache)
+        piece, stop = next_text(model, config, text, token, index)                        # text; stop?
+        recorder.step(trace, index, sequence, t_start, t_end, work, cache)
         trace.add_token(token, piece_text(model.tokenizer, token), t_end, piece)
-        yield TokenEvent(index, token, piece, t_end, t_end - t_start)                           # emit
-        if stop is not None:                                                                   # stop?
+        yield TokenEvent(index, token, piece, t_end, t_end - t_start)                       # emit
+        if stop is not None:
             trace.stop_reason, trace.text = stop, text.text
             return
         t_start = clock(device) - t_req
-        logits, cache = recorder.forward(_next_pass, model, sequence, cache, config.use_cache)  # decode
+        logits, cache = recorder.forward(next_job, model, sequence, cache)               # decode step
 
 
 class Stream:

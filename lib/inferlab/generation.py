@@ -238,16 +238,23 @@ class TextAssembler:
         return piece
 
 
+def stop_reason(model: Model, config: GenerationConfig, token: int, index: int) -> str | None:
+    """Why the answer ends after ``token`` (the ``index``-th new one): a stop token, or ``max_new_tokens``; else None.
+
+    Stop tokens: ``<|endoftext|>`` (unless ``stop_at_eos=False``) and ``stop_token_ids``. Stop *strings* are
+    found in the text, by ``TextAssembler``.
+    """
+    if token in config.stop_token_ids or (config.stop_at_eos and token == model.eos_id):
+        return "stop token"
+    return "max_new_tokens" if index + 1 == config.max_new_tokens else None
+
+
 def next_text(model: Model, config: GenerationConfig, text: TextAssembler, token: int,
               index: int) -> tuple[str, str | None]:
-    """After choosing ``token`` (the ``index``-th new one): the text piece to show and why to stop (or None).
+    """After choosing ``token``: the text piece to show and why to stop (or None), from the two small functions.
 
-    Stops at a stop token (``<|endoftext|>`` unless ``stop_at_eos=False``, and ``stop_token_ids``), a
-    stop string (cut from the text), or ``max_new_tokens``.
+    ``stop_reason`` decides on the token; ``text.add`` assembles the text (and finds a stop string in it).
     """
-    stop = ("stop token" if token in config.stop_token_ids or (config.stop_at_eos and token == model.eos_id)
-            else "max_new_tokens" if index + 1 == config.max_new_tokens else None)
+    stop = stop_reason(model, config, token, index)
     piece = text.add(token, final=stop is not None)
-    if text.stop_hit is not None:
-        stop = f"stop string {text.stop_hit!r}"
-    return piece, stop
+    return piece, (stop if text.stop_hit is None else f"stop string {text.stop_hit!r}")

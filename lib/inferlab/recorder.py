@@ -21,6 +21,7 @@ from .cache import KVCache
 from .hooks import CAPTURE_KINDS, capture
 from .i18n import tr
 from .models import Model
+from .sampling import SamplingStep
 from .trace import StepRecord, Trace, parse_record
 
 DEFAULT_MAX_ATTENTION_BYTES = 512 * 2**20
@@ -84,6 +85,7 @@ class Recorder:
                     "heads x query_pos x key_pos x 4 bytes) (use_cache=False keeps a full T x T square every step); "
                     "the limit is max_attention_bytes={limit:,} ({limit_text}). Fix: shorten the prompt or "
                     "max_new_tokens, drop 'attention' from record, or raise max_attention_bytes.", **sizes))
+        self.prompt_tokens, self.use_cache = prompt_tokens, use_cache
         self.hook_kinds = {k for k in self.kinds if k in CAPTURE_KINDS}
         if "residual" in self.hook_kinds:
             self.hook_kinds.add("embeddings")  # the residual stream starts at embed.sum
@@ -108,14 +110,26 @@ class Recorder:
                 self._captured["embeddings"] = {k: v.float().cpu() for k, v in cap.embeddings().items()}
         return out
 
-    def step(self, trace: Trace, step: StepRecord, cache: KVCache | None) -> None:
-        """Attach what the last forward recorded to ``step`` and append it to ``trace``."""
-        step.attention = self._captured.get("attention")
-        step.residual = self._captured.get("residual")
-        if step.index == 0 and "embeddings" in self._captured:
+    def step(self, trace: Trace, index: int, sequence: list[int], t_start: float, t_end: float,
+             sampling: SamplingStep | None, cache: KVCache | None) -> None:
+        """Record step ``index`` (the forward that chose ``sequence[-1]``) with what it captured, into ``trace``.
+
+        With the cache, step 0 read the prompt and each later step the one token before the new one; without
+        it, every step read the whole sequence so far from position 0.
+        """
+        prompt = sequence[:self.prompt_tokens]
+        if not self.use_cache:
+            inputs, position = sequence[:-1], 0
+        elif index == 0:
+            inputs, position = prompt, 0
+        else:
+            inputs, position = [sequence[-2]], len(sequence) - 2
+        step = StepRecord(index=index, kind="prefill" if index == 0 else "decode", input_ids=inputs,
+                          position=position, token_id=sequence[-1], t_start=t_start, t_end=t_end, sampling=sampling,
+                          attention=self._captured.get("attention"), residual=self._captured.get("residual"))
+        if index == 0 and "embeddings" in self._captured:
             trace.embeddings = self._captured["embeddings"]
         if "cache" in self.kinds and cache is not None:
             step.cache = cache.snapshot()
         self._captured = {}
         trace.steps.append(step)
-
