@@ -231,6 +231,21 @@ def test_trace_round_trips_through_json(short_trace):
     assert torch.allclose(back.attention(1, 2), short_trace.attention(1, 2))
     assert back.steps[2].cache == short_trace.steps[2].cache
     assert back.latency == short_trace.latency
+    # the settings and the model's facts come back as the objects they were, field by field
+    assert back.config == short_trace.config and isinstance(back.config, il.GenerationConfig)
+    assert back.model_info == short_trace.model_info and back.model_info.dtype == torch.float32
+    assert back.steps[1].sampling == short_trace.steps[1].sampling and back.runner == "engine"
+    assert [vars(s).keys() for s in back.steps] == [vars(s).keys() for s in short_trace.steps]
+
+
+def test_trace_from_dict_refuses_what_to_dict_did_not_write(short_trace):
+    d = short_trace.to_dict()
+    with pytest.raises(ValueError, match=r"without \[.prompt.*Trace.to_dict\(\)"):
+        il.Trace.from_dict({})
+    with pytest.raises(ValueError, match="to_dict"):
+        il.Trace.from_dict({**d, "steps": [{"index": 0}]})
+    with pytest.raises(ValueError, match="to_dict"):
+        il.Trace.from_dict([d])
 
 
 def test_attention_memory_limit_refuses_clearly(model):

@@ -14,13 +14,15 @@ REPO = LIB.parents[1]
 # Lower layers never import higher ones. A package entry ("measure") covers every module inside it.
 LAYERS: list[tuple[str, ...]] = [
     ("i18n",),                                              # the language a reader reads
-    ("errors", "paths", "progress", "scale", "timing"),     # plain helpers
+    ("errors", "paths", "plain", "progress", "scale", "timing"),  # plain helpers
     ("cost",),                                              # formulas: FLOPs, bytes, floors, published shapes
     ("_hf",),                                               # the one adapter to Hugging Face
+    ("checkpoints",),                                       # where weights come from: device, dtype, hub, folder checks
     ("models",),                                            # load(), Model, ModelInfo
-    ("cache", "sampling", "hooks", "tokens"),               # the pieces inference is made of
-    ("trace",),                                             # what one run recorded
-    ("generation", "recorder", "charstream"),               # settings, streamed text, recording; bytes into characters
+    ("cache", "sampling", "hooks", "bpe", "tokens"),        # the pieces inference is made of
+    ("generation", "charstream"),                           # settings and streamed text; bytes into characters
+    ("trace",),                                             # what one run recorded (with its settings and model)
+    ("recorder",),                                          # recording one run into its trace
     ("engine",),                                            # prefill, decode_step, generate, stream
     ("embeddings", "attention", "heads", "fast", "fast_choice", "quantize", "diversity"),  # each lesson's model work
     ("measure", "about"),                                   # timing sweeps, roofline, latency; the machine

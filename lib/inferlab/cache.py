@@ -15,6 +15,7 @@ import torch
 from . import _hf
 from .errors import bad_value
 from .i18n import tr
+from .plain import plain
 
 
 @dataclass(frozen=True)
@@ -36,10 +37,8 @@ class CacheSnapshot:
                   dtype=self.dtype)
 
     def to_dict(self) -> dict:
-        """Plain-Python form (for JSON and plots)."""
-        return {"tokens": self.tokens, "layer_shapes": [list(s) for s in self.layer_shapes],
-                "bytes_per_layer": list(self.bytes_per_layer), "total_bytes": self.total_bytes,
-                "dtype": self.dtype, "allocated_bytes": self.allocated_bytes}
+        """Plain-Python form (JSON-ready), field by field (``inferlab.plain``)."""
+        return plain(self)
 
 
 class KVCache:

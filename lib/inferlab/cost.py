@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from .errors import bad_value, check_number
 from .i18n import tr
+from .plain import plain
 
 
 @dataclass(frozen=True)
@@ -198,8 +199,8 @@ class MachineProfile:
                   "ridge {ridge:.1f} FLOP/B)", **facts)
 
     def to_dict(self) -> dict:
-        """Plain-Python form."""
-        return dict(self.__dict__)
+        """Plain-Python form (JSON-ready), field by field (``inferlab.plain``)."""
+        return plain(self)
 
 
 # Published configurations (not measured). GPT-2 (Radford et al. 2019; distilgpt2: Sanh et al. 2019):

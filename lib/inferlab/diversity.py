@@ -155,18 +155,6 @@ class SettingResult:
                   logprob=self.mean_logprob)
 
 
-def describe(config: SamplingConfig) -> str:
-    """A short label for a setting, e.g. ``'T=0.8, top-k 40, top-p 0.9'`` or ``'greedy'``."""
-    if config.greedy:
-        return tr("greedy")
-    parts = [f"T={config.temperature:g}"]
-    if config.top_k:
-        parts.append(f"top-k {config.top_k}")
-    if config.top_p < 1:
-        parts.append(f"top-p {config.top_p:g}")
-    return ", ".join(parts)
-
-
 def token_logprobs(model: Model, prompt_ids: Sequence[int], samples: Sequence[Sequence[int]]) -> list[list[float]]:
     """Log-probability (nats) of each token of each sample under the unfiltered model, given the prompt.
 
@@ -202,7 +190,7 @@ def sample_many(model: Model, prompt: str, settings: Mapping[str, SamplingConfig
     Args:
         model: from ``inferlab.load()``.
         prompt: the text to continue.
-        settings: ``{label: SamplingConfig}``, or a list of configs (labelled with ``describe``). Their
+        settings: ``{label: SamplingConfig}``, or a list of configs (labelled with ``str(config)``). Their
             own ``seed`` is replaced.
         n_samples: samples per setting (>= 1).
         max_new_tokens: length of each sample, in tokens.
@@ -214,7 +202,7 @@ def sample_many(model: Model, prompt: str, settings: Mapping[str, SamplingConfig
     """
     check_number("n_samples", n_samples, low=1, integer=True, fix="ask for at least one sample")
     if not isinstance(settings, Mapping):
-        settings = {describe(c): c for c in settings}
+        settings = {str(c): c for c in settings}
     if not settings:
         raise bad_value("settings", settings, "at least one SamplingConfig", "e.g. {'T=1': SamplingConfig(1.0)}")
     results = []
@@ -230,7 +218,7 @@ def sample_many(model: Model, prompt: str, settings: Mapping[str, SamplingConfig
         ids = tuple(tuple(t.generated_ids) for t in runs)
         logprobs = [lp for row in token_logprobs(model, runs[0].prompt_ids, ids) for lp in row]
         results.append(SettingResult(
-            name=name, config=config, prompt=prompt, seeds=tuple(t.settings["seed"] for t in runs),
+            name=name, config=config, prompt=prompt, seeds=tuple(t.config.seed for t in runs),
             texts=tuple(t.text for t in runs), ids=ids,
             stop_reasons=tuple(t.stop_reason for t in runs),
             distinct={n: distinct_n(ids, n) for n in ns},

@@ -247,9 +247,7 @@ def stream(model: Model, prompt: str, max_new_tokens: int | None = None, samplin
     recorder = Recorder(model, record, prompt_tokens=len(ids), new_tokens=config.max_new_tokens,
                         use_cache=config.use_cache, max_attention_bytes=max_attention_bytes)
     t_tok = clock(model.device)
-    trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[piece_text(model.tokenizer, i) for i in ids],
-                  tokenize_seconds=t_tok - t_req, recorded=recorder.kinds, settings=config.to_dict(),
-                  model=model.info.summary())
+    trace = Trace.start(model, prompt, ids, config, tokenize_seconds=t_tok - t_req, recorded=recorder.kinds)
     return Stream(_loop(model, ids, config, recorder, trace, t_req), trace)
 
 

@@ -19,9 +19,10 @@ from .bpe import symbol_bytes
 from .errors import bad_value, check_number, check_utf8
 from .i18n import tr
 from .models import Model
+from .plain import plain
 from .sampling import GREEDY, SamplingConfig
 
-_SAMPLING_KEYWORDS = ("temperature", "top_k", "top_p", "seed")
+_SAMPLING_KEYWORDS = tuple(f.name for f in dataclasses.fields(SamplingConfig))  # temperature, top_k, top_p, seed
 CACHE_IMPLEMENTATIONS = ("dynamic", "static")
 
 
@@ -171,11 +172,8 @@ class GenerationConfig:
         return ids
 
     def to_dict(self) -> dict:
-        """Plain data (for ``Trace.settings`` and JSON)."""
-        return {"max_new_tokens": self.max_new_tokens, "temperature": self.temperature, "top_k": self.top_k,
-                "top_p": self.top_p, "seed": self.seed, "stop_strings": list(self.stop_strings),
-                "stop_token_ids": list(self.stop_token_ids), "stop_at_eos": self.stop_at_eos,
-                "use_cache": self.use_cache, "cache_implementation": self.cache_implementation}
+        """Plain-Python form (JSON-ready), field by field (``inferlab.plain``)."""
+        return plain(self)
 
 
 def _partial_stop(text: str, stop_strings: Sequence[str]) -> int:

@@ -46,6 +46,17 @@ class SamplingConfig:
         """True when the choice is the argmax (temperature 0)."""
         return self.temperature == 0
 
+    def __str__(self) -> str:
+        """A short label, e.g. ``'T=0.8, top-k 40, top-p 0.9'`` or ``'greedy'`` (the seed is not part of it)."""
+        if self.greedy:
+            return tr("greedy")
+        parts = [f"T={self.temperature:g}"]
+        if self.top_k:
+            parts.append(f"top-k {self.top_k}")
+        if self.top_p < 1:
+            parts.append(f"top-p {self.top_p:g}")
+        return ", ".join(parts)
+
     def generator(self, device: torch.device | str = "cpu") -> torch.Generator | None:
         """A fresh ``torch.Generator`` seeded with ``seed`` (None when no seed was given)."""
         if self.seed is None:

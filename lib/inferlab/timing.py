@@ -20,6 +20,7 @@ from dataclasses import dataclass
 import torch
 
 from .i18n import tr
+from .plain import plain
 
 
 def sync(device: torch.device | str | None = None) -> None:
@@ -83,9 +84,8 @@ class Latency:
         return cls(ttft=ttft, tpot=tpot, e2e=e2e, itl=itl, n_tokens=n)
 
     def to_dict(self) -> dict:
-        """Plain-Python form."""
-        return {"ttft": self.ttft, "tpot": self.tpot, "e2e": self.e2e, "itl": list(self.itl),
-                "n_tokens": self.n_tokens}
+        """Plain-Python form (JSON-ready), field by field (``inferlab.plain``)."""
+        return plain(self)
 
 
 @dataclass(frozen=True)
@@ -105,8 +105,8 @@ class Summary:
                   n=self.n, mean=self.mean, median=self.median, p90=self.p90, p99=self.p99)
 
     def to_dict(self) -> dict:
-        """Plain-Python form."""
-        return dict(self.__dict__)
+        """Plain-Python form (JSON-ready), field by field (``inferlab.plain``)."""
+        return plain(self)
 
 
 def percentile(values: Sequence[float], q: float) -> float:

@@ -1,11 +1,14 @@
 """A ``Trace`` holds one run: the prompt, the tokens, what was recorded at each step, and the times.
 
-It converts to plain Python (``to_dict``) and JSON (``to_json``), and back (``Trace.from_dict``), so a
-figure or a test can use a run without the model.
+It keeps the run's settings (a ``GenerationConfig``) and the model's facts (a ``ModelInfo``) as they are. It
+converts to plain Python (``to_dict``) and JSON (``to_json``), and back (``Trace.from_dict``), so a figure or a
+test can use a run without the model: both directions follow the dataclasses' own fields (``plain`` and
+``from_plain``), so a new field travels without a line written for it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 
@@ -13,9 +16,13 @@ import torch
 
 from .cache import CacheSnapshot
 from .errors import bad_value
+from .generation import GenerationConfig
 from .i18n import tr
-from .sampling import SamplingStep, Stage
+from .models import Model, ModelInfo
+from .plain import from_plain, plain
+from .sampling import SamplingStep
 from .timing import Latency
+from .tokens import piece_text
 
 RECORD_KINDS = ("embeddings", "attention", "residual", "cache", "sampling")
 
@@ -89,8 +96,17 @@ class Trace:
     token_times: list[float] = field(default_factory=list)
     embeddings: dict[str, torch.Tensor] | None = None  # "tok", "pos", "sum": [T, d_model] (prompt)
     recorded: tuple[str, ...] = ()
-    settings: dict = field(default_factory=dict)
-    model: dict = field(default_factory=dict)
+    config: GenerationConfig | None = None  # the run's settings
+    model_info: ModelInfo | None = None  # the model that ran it
+    runner: str = "engine"  # what ran it: "engine", or the fast path's description
+
+    @classmethod
+    def start(cls, model: Model, prompt: str, ids: list[int], config: GenerationConfig, *,
+              tokenize_seconds: float, recorded: tuple[str, ...] = (), runner: str = "engine") -> Trace:
+        """An empty trace for a run of ``config`` on ``prompt`` (its ``ids``): how every runner begins one."""
+        return cls(prompt=prompt, prompt_ids=list(ids), prompt_pieces=[piece_text(model.tokenizer, i) for i in ids],
+                   tokenize_seconds=tokenize_seconds, recorded=tuple(recorded), config=config,
+                   model_info=model.info, runner=runner)
 
     def add_token(self, token_id: int, piece: str, t: float, shown: str = "") -> None:
         """Append one generated token, its text piece, the time its id was on the host, and what was shown then."""
@@ -144,32 +160,8 @@ class Trace:
 
     # ------------------------------------------------------------------ plain data
     def to_dict(self) -> dict:
-        """Plain Python (lists, numbers, strings), JSON-ready."""
-        def tensor(t):
-            return None if t is None else t.float().cpu().tolist()
-
-        steps = []
-        for s in self.steps:
-            steps.append({
-                "index": s.index, "kind": s.kind, "input_ids": s.input_ids, "position": s.position,
-                "token_id": s.token_id, "t_start": s.t_start, "t_end": s.t_end,
-                "attention": None if s.attention is None else [tensor(a) for a in s.attention],
-                "residual": tensor(s.residual),
-                "cache": None if s.cache is None else s.cache.to_dict(),
-                "sampling": None if s.sampling is None else {
-                    "token_id": s.sampling.token_id, "prob": s.sampling.prob,
-                    "logprob_model": s.sampling.logprob_model,
-                    "stages": [dict(st.__dict__) for st in s.sampling.stages]},
-            })
-        return {
-            "prompt": self.prompt, "prompt_ids": self.prompt_ids, "prompt_pieces": self.prompt_pieces,
-            "generated_ids": self.generated_ids, "generated_pieces": self.generated_pieces,
-            "shown_pieces": self.shown_pieces, "text": self.text, "stop_reason": self.stop_reason, "steps": steps,
-            "tokenize_seconds": self.tokenize_seconds, "token_times": self.token_times,
-            "embeddings": None if self.embeddings is None else {k: tensor(v) for k, v in self.embeddings.items()},
-            "recorded": list(self.recorded), "settings": self.settings, "model": self.model,
-            "latency": self.latency.to_dict() if self.token_times else None,
-        }
+        """Plain Python (lists, numbers, strings), JSON-ready; ``latency`` added for readers without the library."""
+        return {**plain(self), "latency": self.latency.to_dict() if self.token_times else None}
 
     def to_json(self, **kwargs) -> str:
         """JSON text of ``to_dict()``."""
@@ -177,35 +169,17 @@ class Trace:
 
     @classmethod
     def from_dict(cls, d: dict) -> Trace:
-        """Rebuild a trace (tensors included) from ``to_dict()`` output."""
-        def tensor(x):
-            return None if x is None else torch.tensor(x)
-
-        steps = []
-        for s in d["steps"]:
-            sampling = None
-            if s["sampling"] is not None:
-                sp = s["sampling"]
-                stages = tuple(Stage(**{**st, "top_ids": tuple(st["top_ids"]), "top_probs": tuple(st["top_probs"])})
-                               for st in sp["stages"])
-                sampling = SamplingStep(sp["token_id"], sp["prob"], sp["logprob_model"], stages)
-            cache = None
-            if s["cache"] is not None:
-                c = s["cache"]
-                cache = CacheSnapshot(c["tokens"], tuple(tuple(x) for x in c["layer_shapes"]),
-                                      tuple(c["bytes_per_layer"]), c["total_bytes"], c["dtype"],
-                                      c.get("allocated_bytes", c["total_bytes"]))
-            steps.append(StepRecord(
-                index=s["index"], kind=s["kind"], input_ids=s["input_ids"], position=s["position"],
-                token_id=s["token_id"], t_start=s["t_start"], t_end=s["t_end"],
-                attention=None if s["attention"] is None else [torch.tensor(a) for a in s["attention"]],
-                residual=tensor(s["residual"]), cache=cache, sampling=sampling))
-        emb = d.get("embeddings")
-        return cls(
-            prompt=d["prompt"], prompt_ids=d["prompt_ids"], prompt_pieces=d["prompt_pieces"],
-            generated_ids=d["generated_ids"], generated_pieces=d["generated_pieces"],
-            shown_pieces=d.get("shown_pieces", []), text=d["text"],
-            stop_reason=d["stop_reason"], steps=steps, tokenize_seconds=d["tokenize_seconds"],
-            token_times=d["token_times"],
-            embeddings=None if emb is None else {k: torch.tensor(v) for k, v in emb.items()},
-            recorded=tuple(d["recorded"]), settings=d["settings"], model=d["model"])
+        """Rebuild a trace (tensors, settings and model facts included) from ``to_dict()`` output."""
+        if not isinstance(d, dict):
+            raise bad_value("d", type(d).__name__, "the dict that Trace.to_dict() returned",
+                            "pass trace.to_dict() or json.loads(trace.to_json())")
+        missing = [f.name for f in dataclasses.fields(cls) if f.name not in d and
+                   f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+        if missing:
+            raise bad_value("d", f"a dict without {missing}", "the dict that Trace.to_dict() returned",
+                            "pass trace.to_dict() or json.loads(trace.to_json())")
+        try:
+            return from_plain(cls, d)
+        except (TypeError, KeyError, ValueError, IndexError) as exc:
+            raise bad_value("d", f"{type(exc).__name__}: {exc}", "the dict that Trace.to_dict() returned",
+                            "pass trace.to_dict() or json.loads(trace.to_json()), unchanged") from None

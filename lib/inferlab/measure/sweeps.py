@@ -22,6 +22,7 @@ from ..errors import bad_value, check_number
 from ..fast import FastDecoder
 from ..i18n import tr
 from ..models import Model
+from ..plain import plain
 from ..progress import progress
 from ..timing import Summary, summarize, time_call
 
@@ -88,8 +89,8 @@ class Sweep:
         return tr("Sweep({job}: {x_name} {xs} -> median ms {ms}, {repeats} repeats)", **facts)
 
     def to_dict(self) -> dict:
-        """Plain-Python form (for JSON)."""
-        return {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.__dict__.items()}
+        """Plain-Python form (JSON-ready), field by field (``inferlab.plain``)."""
+        return plain(self)
 
 
 def sample_ids(model: Model, length: int, batch: int = 1, seed: int = 0) -> torch.Tensor:

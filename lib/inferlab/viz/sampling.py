@@ -20,7 +20,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from .. import tokens
-from ..diversity import SettingResult, describe, ngrams
+from ..diversity import SettingResult, ngrams
 from ..i18n import tr
 from ..sampling import STAGE_NAMES, FilterStages, Stage
 from . import PALETTE, base_layout, clip, require, show_token, text_width
@@ -245,7 +245,7 @@ def samples_table(results: Sequence[SettingResult], max_chars: int = 160, title:
     cells = [[tr("seed {seed}", seed=sd) for sd in seeds]]
     for r in results:
         cells.append([(t.replace("\n", "⏎ ")[:max_chars] + ("…" if len(t) > max_chars else "")) for t in r.texts])
-    header = [tr("sample")] + [f"{r.name}<br>({describe(r.config)})" if r.name != describe(r.config) else r.name
+    header = [tr("sample")] + [f"{r.name}<br>({r.config!s})" if r.name != str(r.config) else r.name
                                for r in results]
     title = tr("{title}: {prompt!r} + {n} tokens",
                title=title or tr("The same prompt, sampled several times per setting"),
@@ -267,7 +267,7 @@ def variety_vs_likelihood(results: Sequence[SettingResult], n: int = 2, title: s
             tr("results must be a list of SettingResult. Fix: results = diversity.sample_many(m, prompt, settings)."))
     require(all(n in r.distinct for r in results),
             tr("distinct-{n} was not computed. Fix: sample_many(..., ns=(1, 2, 3)) includes n={n}.", n=n))
-    hover = [f"<b>{r.name}</b> ({describe(r.config)})<br>"
+    hover = [f"<b>{r.name}</b> ({r.config!s})<br>"
              + "<br>".join(f"distinct-{k}: {v:.3f}" for k, v in r.distinct.items()) + "<br>"
              + tr("mean log-prob: {logprob:.3f} nats/token<br>first sample: {text}", logprob=r.mean_logprob,
                   text=r.texts[0].replace("\n", "⏎ ")[:80]) for r in results]

@@ -161,7 +161,7 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
                                    top_k=config.top_k, vocab=vocab), "info"))
         state.update(config=config, work=work)
         table.value = stage_report(work, decode)
-        title = tr("After each stage ({settings})", settings=_describe(config))
+        title = tr("After each stage ({settings})", settings=config)
         show_figure(out, stage_distributions(work, decode, k=k_shown, title=title),
                     tr("figure: the distribution after each stage"))
 
@@ -200,11 +200,3 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
     box.sliders = sliders  # type: ignore[attr-defined]
     box.errors = errors  # type: ignore[attr-defined]
     return box
-
-
-def _describe(config: SamplingConfig) -> str:
-    if config.greedy:
-        return tr("temperature 0 = greedy")
-    if config.top_k:
-        return tr("temperature {t:g}, top-k {k}, top-p {p:g}", t=config.temperature, k=config.top_k, p=config.top_p)
-    return tr("temperature {t:g}, top-k off, top-p {p:g}", t=config.temperature, p=config.top_p)
