@@ -23,6 +23,7 @@ from .errors import bad_value, check_number
 from .hooks import capture
 from .i18n import tr
 from .models import Model
+from .recorder import attention_bytes  # one estimate for every recorded run (also A.attention_bytes in 03)
 from .tokens import piece_text
 from .trace import Trace
 
@@ -59,11 +60,6 @@ class Patterns:
         step = trace.steps[0]
         return cls(list(trace.prompt_ids), list(trace.prompt_pieces), torch.stack(step.attention),
                    step.residual)
-
-
-def attention_bytes(n_layer: int, n_head: int, tokens: int) -> int:
-    """Bytes to keep every fp32 attention probability of one T x T prefill: layers x heads x T^2 x 4."""
-    return n_layer * n_head * tokens * tokens * 4
 
 
 def record_patterns(model: Model, ids, *, max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES) -> Patterns:

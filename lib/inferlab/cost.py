@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from .errors import bad_value, check_number
 from .i18n import tr
 from .plain import plain
+from .units import bound_text
 
 
 @dataclass(frozen=True)
@@ -80,13 +81,6 @@ def flops_per_token(shape: Shape, context: int) -> int:
     dense = 2 * (shape.n_layer * shape.layer_params + shape.vocab_size * shape.d_model)
     attention = 4 * shape.n_layer * shape.d_model * context
     return dense + attention
-
-
-def bound_text(bound: str) -> str:
-    """``"memory"`` -> "memory-bound", ``"compute"`` -> "compute-bound", in the reader's language."""
-    if bound not in ("memory", "compute"):
-        raise bad_value("bound", bound, "'memory' or 'compute'", "pass Cost.bound")
-    return tr("memory-bound") if bound == "memory" else tr("compute-bound")
 
 
 @dataclass(frozen=True)

@@ -23,27 +23,19 @@ from .i18n import tr
 from .models import Model
 from .sampling import SamplingStep
 from .trace import StepRecord, Trace, parse_record
+from .units import format_bytes
 
 DEFAULT_MAX_ATTENTION_BYTES = 512 * 2**20
 T = TypeVar("T")
 
 
-def format_bytes(n: float) -> str:
-    """``1536`` -> ``'1.5 KiB'``: bytes in the largest binary unit that keeps the number >= 1."""
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024 or unit == "GiB":
-            return f"{n:,.0f} {unit}" if unit == "B" else f"{n:,.1f} {unit}"
-        n /= 1024
-    raise AssertionError("unreachable")
-
-
-def attention_bytes(model: Model, prompt_tokens: int, new_tokens: int, use_cache: bool) -> int:
-    """Bytes of float32 attention probabilities a recorded run keeps.
+def attention_bytes(n_layer: int, n_head: int, prompt_tokens: int, new_tokens: int = 1, use_cache: bool = True) -> int:
+    """Bytes of float32 attention probabilities a recorded run keeps (one prefill alone: ``new_tokens=1``).
 
     With the cache, prefill keeps ``T x T`` per head and each decode step one row over the grown cache
     (``T + 1``, ``T + 2``, ...). Without it, every step recomputes and keeps the full square.
     """
-    per_cell = model.info.n_layer * model.info.n_head * 4
+    per_cell = n_layer * n_head * 4
     if use_cache:
         cells = prompt_tokens * prompt_tokens + sum(prompt_tokens + i for i in range(1, new_tokens))
     else:
@@ -70,7 +62,7 @@ class Recorder:
                             f"{type(max_attention_bytes).__name__} {max_attention_bytes!r}. "
                             "Fix: e.g. max_attention_bytes=256 * 2**20 for 256 MiB.")
         if "attention" in self.kinds:
-            need = attention_bytes(model, prompt_tokens, new_tokens, use_cache)
+            need = attention_bytes(model.info.n_layer, model.info.n_head, prompt_tokens, new_tokens, use_cache)
             if need > max_attention_bytes:
                 sizes = {"prompt": prompt_tokens, "new": new_tokens, "need": format_bytes(need),
                          "limit": max_attention_bytes, "limit_text": format_bytes(max_attention_bytes)}

@@ -29,6 +29,7 @@ from ..i18n import tr
 from ..models import Model, load
 from ..timing import Latency, Summary, interleave, summarize, time_call
 from ..trace import Trace
+from ..units import ms_cell
 from .sweeps import Sweep, meta
 
 # Public-domain text (Hamlet, III.i), repeated to build prompts of any length.
@@ -38,15 +39,10 @@ FILLER = ("To be, or not to be, that is the question: Whether 'tis nobler in the
           "thousand natural shocks that flesh is heir to. ")
 
 
-def ms(s: float | None) -> str:
-    """Seconds as milliseconds with two decimals, ``"n/a"`` for None, NaN or infinity."""
-    return "n/a" if s is None or not math.isfinite(s) else f"{s * 1e3:.2f}"
-
-
 def summary_markdown(rows: Mapping[str, Summary]) -> str:
     """A Markdown table of summaries (seconds in, milliseconds out): one row per metric."""
     lines = [tr("| metric | runs | mean (ms) | median (ms) | p90 (ms) | p99 (ms) |"), "|---|---|---|---|---|---|"]
-    lines += [f"| {k} | {s.n} | {ms(s.mean)} | {ms(s.median)} | {ms(s.p90)} | {ms(s.p99)} |"
+    lines += [f"| {k} | {s.n} | {ms_cell(s.mean)} | {ms_cell(s.median)} | {ms_cell(s.p90)} | {ms_cell(s.p99)} |"
               for k, s in rows.items()]
     return "\n".join(lines)
 
@@ -107,11 +103,11 @@ class Measurement:
         return summary_markdown(rows)
 
     def __repr__(self) -> str:
-        tpot = ms(self.tpot.median) if any(r.n_tokens > 1 for r in self.runs) else "n/a"
+        tpot = ms_cell(self.tpot.median) if any(r.n_tokens > 1 for r in self.runs) else "n/a"
         return tr("Measurement({prompt} prompt tokens -> {new} new, {runs} runs after {warmup} warm-up: median TTFT "
                   "{ttft} ms, TPOT {tpot} ms, E2E {e2e} ms)", prompt=self.prompt_tokens, new=self.runs[0].n_tokens,
-                  runs=len(self.runs), warmup=len(self.warmup_runs), ttft=ms(self.ttft.median), tpot=tpot,
-                  e2e=ms(self.e2e.median))
+                  runs=len(self.runs), warmup=len(self.warmup_runs), ttft=ms_cell(self.ttft.median), tpot=tpot,
+                  e2e=ms_cell(self.e2e.median))
 
 
 def measure(model: Model, prompt: str, max_new_tokens: int = 32, *, repeats: int = 5, warmup: int = 1,
@@ -257,7 +253,8 @@ class FirstToken:
     def __repr__(self) -> str:
         return tr("FirstToken({model}: prefill of {n} tokens {prefill} ms, of 1 token {one} ms, decode step {decode} "
                   "ms; LM head {head:.0%} of a token's FLOPs)", model=self.model, n=self.prompt_tokens,
-                  prefill=ms(self.prefill_s), one=ms(self.one_token_s), decode=ms(self.decode_s), head=self.head_share)
+                  prefill=ms_cell(self.prefill_s), one=ms_cell(self.one_token_s), decode=ms_cell(self.decode_s),
+                  head=self.head_share)
 
 
 def first_token_parts(model: Model, prompt: str, *, repeats: int = 7, warmup: int = 2) -> FirstToken:
@@ -293,7 +290,7 @@ class ThinkingPoint:
 
     def __repr__(self) -> str:
         return tr("ThinkingPoint({budget} hidden tokens: first visible token after {ms} ms)", budget=self.budget,
-                  ms=ms(summarize(self.first_visible).median))
+                  ms=ms_cell(summarize(self.first_visible).median))
 
 
 def token_times(latency: Latency) -> list[float]:
@@ -370,7 +367,7 @@ class HardwareFloor:
     step_bytes: dict[str, float]
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{k} {ms(v)} ms" for k, v in self.floors.items())
+        parts = ", ".join(f"{k} {ms_cell(v)} ms" for k, v in self.floors.items())
         return tr("HardwareFloor({name}, {bandwidth:.0f} GB/s: {parts})", name=self.spec.name,
                   bandwidth=self.spec.bytes_per_s / 1e9, parts=parts)
 

@@ -11,11 +11,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
-from ..cost import Cost, MachineProfile, Shape, bound_text, decode_cost, prefill_cost
+from ..cost import Cost, MachineProfile, Shape, decode_cost, prefill_cost
 from ..errors import bad_value
 from ..i18n import tr
 from ..models import Model
-from .latency import Measurement, ms
+from ..units import bound_text, ms_cell
+from .latency import Measurement
 from .sweeps import Sweep
 
 
@@ -177,8 +178,9 @@ class Prediction:
     measured: bool = False
 
     def __repr__(self) -> str:
-        facts = {"name": self.name, "params": self.params / 1e6, "ttft": ms(self.ttft_s), "tpot": ms(self.tpot_s),
-                 "ttft_floor": ms(self.ttft_floor_s), "tpot_floor": ms(self.tpot_floor_s),
+        facts = {"name": self.name, "params": self.params / 1e6, "ttft": ms_cell(self.ttft_s),
+                 "tpot": ms_cell(self.tpot_s),
+                 "ttft_floor": ms_cell(self.ttft_floor_s), "tpot_floor": ms_cell(self.tpot_floor_s),
                  "bound": bound_text(self.tpot_bound)}
         if self.measured:
             return tr("Prediction({name}, {params:.0f}M params, measured: TTFT {ttft} ms, TPOT {tpot} ms; floors "

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from ..i18n import tr
 from ..measure.latency import FirstToken
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.1f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
+from ..units import ms
 
 
 def two_models(loaded: str, loaded_params: int, timed: str, timed_params: int) -> str:
@@ -35,10 +32,10 @@ def cold_call(cold_ttft: float, warm_ttft: float) -> str:
         return tr("The very first call waited **{cold}** for its first token; the same call again, **{warm}** "
                   "({ratio:.0f}x faster). The first call pays one-off costs (memory allocation, library "
                   "initialisation), not prefill. Every timing below therefore comes after a warm-up call; notebook 07 "
-                  "measures this properly.", cold=_ms(cold_ttft), warm=_ms(warm_ttft), ratio=ratio)
+                  "measures this properly.", cold=ms(cold_ttft), warm=ms(warm_ttft), ratio=ratio)
     return tr("The first call waited {cold} for its first token and the same call again {warm}: on this machine the "
               "one-off costs of a first call were small this time (on a GPU they are often large). Every timing below "
-              "still comes after a warm-up call.", cold=_ms(cold_ttft), warm=_ms(warm_ttft))
+              "still comes after a warm-up call.", cold=ms(cold_ttft), warm=ms(warm_ttft))
 
 
 def first_token(parts: FirstToken) -> str:
@@ -47,7 +44,7 @@ def first_token(parts: FirstToken) -> str:
     per = p.prefill_s / p.one_token_s
     text = tr("On **{model}**: reading the {n}-token prompt in one pass took **{prefill}**, a 1-token prompt "
               "**{one}**, and one decode step **{decode}**. ", model=p.model, n=p.prompt_tokens,
-              prefill=_ms(p.prefill_s), one=_ms(p.one_token_s), decode=_ms(p.decode_s))
+              prefill=ms(p.prefill_s), one=ms(p.one_token_s), decode=ms(p.decode_s))
     if per < 1.5:
         text += tr("So the prompt's {n} tokens cost only {per:.1f}x a single token: the first token comes about one "
                    "decode step late, because most of a forward's time does not depend on how many tokens it reads. ",

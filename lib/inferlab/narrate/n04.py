@@ -11,10 +11,7 @@ from ..cost import MachineProfile
 from ..i18n import tr
 from ..measure.profiling import group_label
 from ..measure.roofline import TpotVerdict
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.1f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
+from ..units import ms
 
 
 def two_models(loaded: str, loaded_params: int, timed: str, timed_params: int) -> str:
@@ -80,8 +77,8 @@ def prefill_knee(lengths, medians, knee: int | None, model: str) -> str:
     per0, per1 = t0 / n0, t1 / n1
     text = tr("On {model}, going from {n0} to {n1} prompt tokens ({nx:.0f}x the tokens), prefill took **{tx:.1f}x** "
               "as long ({t0} -> {t1}). Per prompt token that is {per0} at {n0} tokens and {per1} at {n1}: ",
-              model=model, n0=n0, n1=n1, nx=n1 / n0, tx=t1 / t0, t0=_ms(t0), t1=_ms(t1), per0=_ms(per0),
-              per1=_ms(per1))
+              model=model, n0=n0, n1=n1, nx=n1 / n0, tx=t1 / t0, t0=ms(t0), t1=ms(t1), per0=ms(per0),
+              per1=ms(per1))
     text += (tr("reading tokens together is cheaper per token, because the weights are read once and reused for every "
                 "token of the prompt. ") if per1 < per0 else
              tr("NOT cheaper per token on this run (look at the spread band: other work on the machine may have "
@@ -115,8 +112,8 @@ def decode_floor(times_floor: float, floor_s: float, compute_floor_s: float, ste
                    name=name, x=x))
     head = tr("On {model} a decode step took {step}: **{times:.1f}x** its bandwidth floor ({floor}, the time to read "
               "{mb:.0f} MB of weights once) and **{above:.0f}x** its compute floor ({compute}). ", model=model,
-              step=_ms(step_s), times=times_floor, floor=_ms(floor_s), mb=weight_mb, above=step_s / compute_floor_s,
-              compute=_ms(compute_floor_s))
+              step=ms(step_s), times=times_floor, floor=ms(floor_s), mb=weight_mb, above=step_s / compute_floor_s,
+              compute=ms(compute_floor_s))
     if times_floor < 2.5:
         return head + tr("It sits near the memory floor and far from the compute floor: decode is limited by reading "
                          "the weights, as the articles say. The profile below measures what the rest of the step "
@@ -138,10 +135,10 @@ def decode_gap(groups: dict[str, float], step_s: float, floor_s: float, weight_b
         share = sgroups.get("Python & dispatch", 0.0) / sstep
         tail = (tr(" For {name}, Python and dispatch took **{share:.0%}** of its {step} step: with so few bytes per "
                    "operator, the fixed cost of running each operator weighs more.", name=name, share=share,
-                   step=_ms(sstep))
+                   step=ms(sstep))
                 if share > python_share(groups, step_s) else
                 tr(" For {name}, Python and dispatch took **{share:.0%}** of its {step} step.", name=name, share=share,
-                   step=_ms(sstep)))
+                   step=ms(sstep)))
     python = groups.get("Python & dispatch", 0.0)
     # shares of the larger of the wall time and the profiler's sum (on a busy machine the profiler can see more)
     total = max(step_s, sum(groups.values()))
@@ -150,7 +147,7 @@ def decode_gap(groups: dict[str, float], step_s: float, floor_s: float, weight_b
     stream = weight_bytes / matmul if matmul > 0 else 0.0
     text = tr("The profiler split one decode step of {model} ({step}) into operator time and the rest: **{ops:.0%}** "
               "inside PyTorch's operators (matrix products alone {mm}, {mm_share:.0%}) and **{py:.0%}** in Python and "
-              "dispatch between them. ", model=model, step=_ms(step_s), ops=kernels / total, mm=_ms(matmul),
+              "dispatch between them. ", model=model, step=ms(step_s), ops=kernels / total, mm=ms(matmul),
               mm_share=matmul / total, py=python / total)
     if stream:
         text += tr("Reading the weights in the matrix products' time is {gbs:.1f} GB/s. ", gbs=stream / 1e9)
@@ -167,7 +164,7 @@ def decode_gap(groups: dict[str, float], step_s: float, floor_s: float, weight_b
                          share=ops[top] / total) + tail
     return text + tr("Here Python and dispatch are a large share: {python} of every step goes to running the operators "
                      "one by one, not to moving bytes. That is what the fast path of notebook 08 removes.",
-                     python=_ms(python)) + tail
+                     python=ms(python)) + tail
 
 
 def python_share(groups: dict[str, float], step_s: float) -> float:
@@ -180,8 +177,8 @@ def context_effect(contexts, medians, floors, kv_bytes_last: float, weight_bytes
     (c0, c1), (d0, d1), (f0, f1) = (contexts[0], contexts[-1]), (medians[0], medians[-1]), (floors[0], floors[-1])
     text = tr("With {c0} cached positions a step took {d0}; with {c1}, {d1} ({dx:.2f}x). The floor moved from {f0} to "
               "{f1} ({fx:.2f}x): the KV cache read ({kv:.1f} MB at {c1} tokens) is small next to the {w:.0f} MB of "
-              "weights every step must read. ", c0=c0, d0=_ms(d0), c1=c1, d1=_ms(d1), dx=d1 / d0, f0=_ms(f0),
-              f1=_ms(f1), fx=f1 / f0, kv=kv_bytes_last / 1e6, w=weight_bytes / 1e6)
+              "weights every step must read. ", c0=c0, d0=ms(d0), c1=c1, d1=ms(d1), dx=d1 / d0, f0=ms(f0),
+              f1=ms(f1), fx=f1 / f0, kv=kv_bytes_last / 1e6, w=weight_bytes / 1e6)
     if d1 / d0 < 1.5:
         return text + tr("Compare with prefill, whose time changed {x:.1f}x over its sweep.", x=prefill_growth)
     return text + tr("The measured step grew more than its floor: attention over a long context costs more time than "
@@ -244,7 +241,7 @@ def myth(from_compute_s: float, from_bandwidth_s: float, measured_s: float) -> s
     text = tr("Compute alone predicts {compute} per token, bandwidth alone {bandwidth} ({x:.1f}x longer): for a "
               "batch-1 step moving the weights is the larger floor, so of the two articles, article 000 has the floor "
               "right. The measured step took {measured}, **{ratio:.1f}x** the bandwidth prediction: ",
-              compute=_ms(from_compute_s), bandwidth=_ms(from_bandwidth_s), x=from_bandwidth_s / from_compute_s,
-              measured=_ms(measured_s), ratio=ratio)
+              compute=ms(from_compute_s), bandwidth=ms(from_bandwidth_s), x=from_bandwidth_s / from_compute_s,
+              measured=ms(measured_s), ratio=ratio)
     return text + (tr("decode here is bandwidth-bound.") if ratio < 2.5 else
                    tr("neither ceiling explains all of it; the profile in section 6 measured where the rest went."))

@@ -8,10 +8,7 @@ from __future__ import annotations
 
 from ..i18n import tr
 from ..measure.cache_on_off import CacheComparison
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.1f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
+from ..units import ms
 
 
 def cache_win(cmp: CacheComparison) -> str:
@@ -21,7 +18,7 @@ def cache_win(cmp: CacheComparison) -> str:
     text = tr("On {model}, after a {prompt}-token prompt: without the cache the last step (over {last} tokens) took "
               "{without_last}, with the cache {with_last}. In total, {n} tokens took {without_total:.2f} s without "
               "and {with_total:.2f} s with the cache: ", model=cmp.model, prompt=cmp.prompt_len,
-              last=cmp.prompt_len + n - 1, without_last=_ms(without_c[-1]), with_last=_ms(with_c[-1]), n=n,
+              last=cmp.prompt_len + n - 1, without_last=ms(without_c[-1]), with_last=ms(with_c[-1]), n=n,
               without_total=cmp.total_s(False), with_total=cmp.total_s(True))
     if cmp.speedup >= 2:
         return text + tr("**{x:.1f}x faster with the cache**. Without it every step runs the whole sequence again, "

@@ -11,16 +11,13 @@ from collections.abc import Mapping, Sequence
 from ..i18n import by_language, tr
 from ..measure.latency import HardwareFloor, Measurement
 from ..measure.profiling import group_label
+from ..units import ms
 from . import join
-
-
-def _ms(s: float) -> str:
-    return f"{s * 1e3:.1f} ms" if s >= 0.01 else f"{s * 1e3:.2f} ms"
 
 
 def cold_call(first: float, later: float, n_later: int) -> str:
     """The cold first call's TTFT against the median of the calls after it."""
-    fields = {"first": _ms(first), "n": n_later, "later": _ms(later)}
+    fields = {"first": ms(first), "n": n_later, "later": ms(later)}
     if first > 1.2 * later:
         text = tr("The cold call's TTFT was **{first}**; the median of the next {n} calls was **{later}**, so the "
                   "first call was slower: it paid one-off costs (memory allocation, kernel selection, lazy "
@@ -41,13 +38,13 @@ def ttft_parts(ttft: float, prefill_s: float, tokenize_s: float, n_tokens: int, 
     """What TTFT is made of, and the TPOT and E2E of the same run."""
     return tr("TTFT was **{ttft}**, of which the prefill pass took {prefill:.0%} and tokenization {tokenize:.1%}; the "
               "rest is sampling and bookkeeping. After it, {steps} decode steps arrived on average **{tpot}** apart "
-              "(TPOT), so the whole answer took E2E = **{e2e}**.", ttft=_ms(ttft), prefill=prefill_s / ttft,
-              tokenize=tokenize_s / ttft, steps=n_tokens - 1, tpot=_ms(tpot), e2e=_ms(e2e))
+              "(TPOT), so the whole answer took E2E = **{e2e}**.", ttft=ms(ttft), prefill=prefill_s / ttft,
+              tokenize=tokenize_s / ttft, steps=n_tokens - 1, tpot=ms(tpot), e2e=ms(e2e))
 
 
 def llmperf(per_token: float, tpot: float) -> str:
     """LLMPerf's E2E / N against TPOT on the measured answer."""
-    fields = {"per_token": _ms(per_token), "tpot": _ms(tpot), "ratio": per_token / tpot}
+    fields = {"per_token": ms(per_token), "tpot": ms(tpot), "ratio": per_token / tpot}
     if per_token > tpot:
         return tr("On the measured answer, LLMPerf's E2E / N is **{per_token}** against a TPOT of **{tpot}** "
                   "({ratio:.2f}x): it spreads the TTFT over all N tokens, so it is larger whenever TTFT is longer than "
@@ -61,8 +58,8 @@ def tail(runs: int, p99: float, slowest: float, gaps: int) -> str:
     """Why p99 of a handful of runs is just the slowest run."""
     return tr("With only {runs} runs, p99 is essentially the slowest run ({p99} against a maximum of {slowest} for "
               "TTFT): a meaningful p99 needs hundreds of requests. The ITL row pools every gap of every run ({gaps} "
-              "gaps), so its tail shows single slow steps that TPOT, an average, hides.", runs=runs, p99=_ms(p99),
-              slowest=_ms(slowest), gaps=gaps)
+              "gaps), so its tail shows single slow steps that TPOT, an average, hides.", runs=runs, p99=ms(p99),
+              slowest=ms(slowest), gaps=gaps)
 
 
 def ttft_growth(sweeps: Mapping[str, tuple[Sequence[int], Sequence[float]]]) -> str:
@@ -70,7 +67,7 @@ def ttft_growth(sweeps: Mapping[str, tuple[Sequence[int], Sequence[float]]]) -> 
     parts = []
     for name, (xs, medians) in sweeps.items():
         (n0, n1), (t0, t1) = (xs[0], xs[-1]), (medians[0], medians[-1])
-        fields = {"name": name, "n0": n0, "n1": n1, "nx": n1 / n0, "t0": _ms(t0), "t1": _ms(t1), "tx": t1 / t0}
+        fields = {"name": name, "n0": n0, "n1": n1, "nx": n1 / n0, "t0": ms(t0), "t1": ms(t1), "tx": t1 / t0}
         parts.append(tr("on **{name}**, from {n0} to {n1} prompt tokens ({nx:.0f}x), the median TTFT went from {t0} "
                         "to {t1} (**{tx:.1f}x**), less than the prompt", **fields) if t1 / t0 < n1 / n0 else
                      tr("on **{name}**, from {n0} to {n1} prompt tokens ({nx:.0f}x), the median TTFT went from {t0} "
@@ -90,8 +87,8 @@ def context_growth(first: float, last: float, x0: int, x1: int, weight_bytes: fl
               "({change:+.0%}). Each step reads all the weights ({weights:.0f} MB) plus the cache, which grew by only "
               "{grown:.1f} MB: the bytes read grew {expected:+.1%}, and a memory-bound step should slow down by about "
               "that much (a larger change is noise, or work the byte count ignores). The context matters once the "
-              "cache rivals the weights: long contexts, big batches.", model=model, x0=x0, x1=x1, first=_ms(first),
-              last=_ms(last), change=last / first - 1, weights=weight_bytes / 1e6, grown=grown / 1e6,
+              "cache rivals the weights: long contexts, big batches.", model=model, x0=x0, x1=x1, first=ms(first),
+              last=ms(last), change=last / first - 1, weights=weight_bytes / 1e6, grown=grown / 1e6,
               expected=expected)
 
 
@@ -118,7 +115,7 @@ def batching(b0: int, b1: int, tpot0: float, tpot1: float, rate0: float, rate1: 
     """Each user's TPOT against the machine's total tokens per second, from batch ``b0`` to ``b1``."""
     tpot_x, thr_x = tpot1 / tpot0, rate1 / rate0
     fields = {"model": model, "b0": b0, "b1": b1, "thr": thr_x, "rate0": rate0, "rate1": rate1, "tpot": tpot_x,
-              "tpot0": _ms(tpot0), "tpot1": _ms(tpot1)}
+              "tpot0": ms(tpot0), "tpot1": ms(tpot1)}
     if thr_x > tpot_x:
         text = tr("On {model}, from batch {b0} to {b1}, total throughput changed **{thr:.1f}x** ({rate0:.0f} -> "
                   "{rate1:.0f} tokens/s) while each user's TPOT changed **{tpot:.1f}x** ({tpot0} -> {tpot1}): "
@@ -134,7 +131,7 @@ def model_sizes(sizes: Mapping[str, Measurement], params: Mapping[str, int], flo
     """Measured TTFT and TPOT per model size, against each one's memory floor (weights + cache / bandwidth)."""
     names = list(sizes)
     lines = [tr("**{name}** ({params:.0f}M parameters): TTFT {ttft}, TPOT {tpot}, {x:.1f}x its memory floor", name=k,
-                params=params[k] / 1e6, ttft=_ms(m.ttft.median), tpot=_ms(m.tpot.median), x=m.tpot.median / floors[k])
+                params=params[k] / 1e6, ttft=ms(m.ttft.median), tpot=ms(m.tpot.median), x=m.tpot.median / floors[k])
              for k, m in sizes.items()]
     small, big = names[0], names[-1]
     grow_p = params[big] / params[small]
@@ -157,7 +154,7 @@ def step_profile(groups: Mapping[str, float], step_s: float, model: str) -> str:
     top = max(share, key=share.get)
     shown = join(f"{group_label(k)} **{v:.0%}**" for k, v in sorted(share.items(), key=lambda kv: -kv[1]) if v >= 0.005)
     text = tr("The profiler on one {model} decode step ({step}), as shares of the profiled time: {shown}. ",
-              model=model, step=_ms(step_s), shown=shown)
+              model=model, step=ms(step_s), shown=shown)
     if top == "matmuls":
         return text + tr("Most of the step is the matrix products reading the weights, so the distance from the floor "
                          "is mostly how fast those kernels stream memory, not per-operation overhead.")
@@ -178,7 +175,7 @@ def hardware_table(rows: Sequence[HardwareFloor]) -> str:
              "|---|---|" + "---|" * len(models) + "---|"]
     for r in rows:
         bw = r.spec.bytes_per_s
-        cells = " | ".join(tr("{floor} ({rate:,.0f} tokens/s)", floor=_ms(r.floors[k]), rate=1 / r.floors[k])
+        cells = " | ".join(tr("{floor} ({rate:,.0f} tokens/s)", floor=ms(r.floors[k]), rate=1 / r.floors[k])
                            for k in models)
         lines.append(f"| {r.spec.name} | {bw / 1e9:,.0f} GB/s | {cells} | {r.spec.source} |")
     sizes = join(f"{k} {rows[0].step_bytes[k] / 1e9:.2f} GB" for k in models)
@@ -194,8 +191,8 @@ def hardware_point(rows: Sequence[HardwareFloor], big: str) -> str:
               "{floor_slow} to {floor_fast}. Article 004's author saw a V100 -> H100 upgrade speed up inference "
               "'noticeably': for decode at batch 1, that is mostly the memory bandwidth (900 -> 3350 GB/s, "
               "{upgrade_x:.1f}x), not the compute the article credits.", slow=slow.spec.name, fast=fast.spec.name,
-              bw_x=fast.spec.bytes_per_s / slow.spec.bytes_per_s, big=big, floor_slow=_ms(slow.floors[big]),
-              floor_fast=_ms(fast.floors[big]), upgrade_x=3350 / 900)
+              bw_x=fast.spec.bytes_per_s / slow.spec.bytes_per_s, big=big, floor_slow=ms(slow.floors[big]),
+              floor_fast=ms(fast.floors[big]), upgrade_x=3350 / 900)
 
 
 def thinking(budget: int, wait: float, no_think: float, tpot: float) -> str:
@@ -204,8 +201,8 @@ def thinking(budget: int, wait: float, no_think: float, tpot: float) -> str:
               "{no_think} without thinking: about {per_hidden} per hidden token, against a TPOT of {tpot} in section "
               "4. Each hidden token is a decode step. Real reasoning models think for hundreds or thousands of "
               "tokens, so the wait for their first visible token is seconds to minutes, while the answer then streams "
-              "at the usual TPOT.", budget=budget, wait=_ms(wait), x=wait / no_think, no_think=_ms(no_think),
-              per_hidden=_ms((wait - no_think) / budget), tpot=_ms(tpot)) + "\n\n" + tr(
+              "at the usual TPOT.", budget=budget, wait=ms(wait), x=wait / no_think, no_think=ms(no_think),
+              per_hidden=ms((wait - no_think) / budget), tpot=ms(tpot)) + "\n\n" + tr(
         "**What this cannot show: quality.** Article 004 says thinking buys better answers, especially for mathematics "
         "and programming (*test-time compute*: spending inference time, not training, on a better answer). Our model "
         "was not trained to reason: its hidden tokens are ordinary text and do not improve its answer. Only the cost "

@@ -74,6 +74,12 @@ def base_layout(fig: go.Figure, title: str, x: str | None = None, y: str | None 
     return fig
 
 
+def rgba(hex_color: str, alpha: float) -> str:
+    """``"#4C78A8"``, 0.3 -> ``"rgba(76,120,168,0.3)"``: a palette colour made see-through (bands, fills)."""
+    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
+    return f"rgba({r},{g},{b},{alpha})"
+
+
 def require(condition: bool, message: str) -> None:
     """Check a figure's input early and say how to fix it (``message`` already translated with ``tr``)."""
     if not condition:

@@ -20,14 +20,9 @@ from ..cache import CacheSnapshot
 from ..cost import Shape, kv_bytes_per_token
 from ..i18n import tr
 from ..measure.cache_on_off import CacheComparison
-from . import PALETTE, base_layout, require, show_token
+from . import PALETTE, base_layout, require, rgba, show_token
 
 PUBLISHED_NOTE = "computed from published configs, not measured"  # MemoryCase.source; shown translated
-
-
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
 
 
 def check_layers(layers) -> None:
@@ -136,7 +131,7 @@ def cache_timing_figure(cmp: CacheComparison) -> go.Figure:
         fig.add_trace(go.Scatter(x=ctx, y=highs, mode="lines", line={"width": 0}, showlegend=False,
                                  hoverinfo="skip"), row=1, col=1)
         fig.add_trace(go.Scatter(x=ctx, y=lows, mode="lines", line={"width": 0}, fill="tonexty",
-                                 fillcolor=_rgba(color, 0.15), showlegend=False, hoverinfo="skip"), row=1, col=1)
+                                 fillcolor=rgba(color, 0.15), showlegend=False, hoverinfo="skip"), row=1, col=1)
         med = [t * 1e3 for t in cmp.step_medians(cached)]
         fig.add_trace(go.Scatter(x=ctx, y=med, mode="lines+markers", name=name, line={"color": color},
                                  hovertext=[name + "<br>" + (

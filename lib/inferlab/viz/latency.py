@@ -19,7 +19,8 @@ from ..cost import Cost
 from ..i18n import tr
 from ..measure.sweeps import Sweep
 from ..timing import summarize
-from . import PALETTE, base_layout, require, show_token
+from ..units import bound_text
+from . import PALETTE, base_layout, require, rgba, show_token
 
 MS = 1e3
 JOB_COLORS = {"prefill": PALETTE[0], "TTFT": PALETTE[0], "decode": PALETTE[1], "decode step": PALETTE[1],
@@ -41,11 +42,6 @@ def axis_title(x_name: str) -> str:
             "context (tokens in the cache)": tr("context (tokens in the cache)"),
             "context length (tokens)": tr("context length (tokens)"),
             "batch size (sequences)": tr("batch size (sequences)")}.get(x_name, x_name)
-
-
-def bound_text(bound: str) -> str:
-    """``Cost.bound`` ("compute" or "memory") as the articles say it: compute-bound, memory-bound."""
-    return {"compute": tr("compute-bound"), "memory": tr("memory-bound")}.get(bound, f"{bound}-bound")
 
 
 def _finite(xs) -> list[float]:
@@ -117,11 +113,6 @@ def warmup(latencies: Sequence, title: str | None = None) -> go.Figure:
                        y=tr("time (ms)"))
 
 
-def _rgba(hex_color: str, alpha: float) -> str:
-    r, g, b = (int(hex_color[i:i + 2], 16) for i in (1, 3, 5))
-    return f"rgba({r},{g},{b},{alpha})"
-
-
 def check_sweep(sweep) -> None:
     """Raise a clear error unless ``sweep`` is a ``measure.Sweep`` with at least one point."""
     require(isinstance(sweep, Sweep), tr(
@@ -137,7 +128,7 @@ def spread_band(fig: go.Figure, xs, lows, highs, color: str, name: str, row=None
     fig.add_trace(go.Scatter(x=list(xs), y=list(highs), mode="lines", line={"width": 0}, showlegend=False,
                              hoverinfo="skip", legendgroup=name), **kw)
     fig.add_trace(go.Scatter(x=list(xs), y=list(lows), mode="lines", line={"width": 0}, fill="tonexty",
-                             fillcolor=_rgba(color, 0.2), name=tr("{name}: fastest-slowest repeat", name=name),
+                             fillcolor=rgba(color, 0.2), name=tr("{name}: fastest-slowest repeat", name=name),
                              hoverinfo="skip", legendgroup=name), **kw)
 
 
