@@ -50,3 +50,79 @@ def test_stop_string_demo_stops_in_both_editions(model, lang):
     assert cut.stop_reason == f"stop string {stop_text!r}", (cut.stop_reason, free.text)
     assert len(cut.generated_ids) < len(free.generated_ids)
     assert free.text.startswith(cut.text) and stop_text not in cut.text
+
+
+# --- item 2: one term per concept (the term table is data/zh_terms.json) -----------------------------------------
+
+TERMS = json.loads((ROOT / "data" / "zh_terms.json").read_text(encoding="utf-8"))
+ZH_NOTEBOOKS = sorted((ROOT / "notebooks" / "zh").glob("*.ipynb"))
+
+
+def _markdown(nb_path: Path) -> str:
+    return "\n".join("".join(c["source"]) for c in _notebook(nb_path)["cells"] if c["cell_type"] == "markdown")
+
+
+def _locale_values() -> dict[str, str]:
+    """'file: English key' -> Chinese text, for every zh locale string (keys only n08 uses are pending)."""
+    pending = set(TERMS["pending_keys"])
+    return {f"{p.name}: {k}": v for p in sorted((ROOT / "lib" / "inferlab" / "locale").glob("zh_*.json"))
+            for k, v in json.loads(p.read_text(encoding="utf-8")).items() if k not in pending}
+
+
+def zh_texts() -> dict[str, str]:
+    """Every Chinese text a reader meets, by where it lives (what the term lint and the typography test read)."""
+    texts = {str(p.relative_to(ROOT)): _markdown(p) for p in ZH_NOTEBOOKS
+             if str(p.relative_to(ROOT)) not in TERMS["pending"]}
+    texts.update({str(p.relative_to(ROOT)): p.read_text(encoding="utf-8")
+                  for p in [ROOT / "README.zh.md", *sorted((ROOT / "docs").glob("*.zh.md"))]})
+    texts.update(_locale_values())
+    return texts
+
+
+_QUOTED = [re.compile(r"```.*?```", re.S), re.compile(r"`[^`\n]*`"), re.compile(r"“[^”]*”"),
+           re.compile(r"^\s*>.*$", re.M), re.compile(r"https?://\S+|\]\([^)]*\)|<a [^>]*>")]
+
+
+def prose(text: str) -> str:
+    """``text`` without code, the articles' quotations (“…”, > lines) and link targets: what the course itself says."""
+    for pattern in _QUOTED:
+        text = pattern.sub(" ", text)
+    return text
+
+
+def term_violations(where: str, text: str) -> list[str]:
+    """Each losing variant of data/zh_terms.json found in ``text``'s prose, with its context."""
+    text = prose(text)
+    found = []
+    for entry in TERMS["terms"]:
+        plain = text
+        if "gloss" in entry:  # Prefill（预填充）, 预填充（Prefill）: the one place the other name may stand
+            term, gloss = re.escape(entry["term"]), re.escape(entry["gloss"])
+            plain = re.sub(rf"{term}[\W_]{{0,3}}（[\W_]{{0,2}}{gloss}|{gloss}[\W_]{{0,3}}（[\W_]{{0,2}}{term}", " ",
+                           plain, flags=re.I)
+        for losing in entry["losing"]:
+            for hit in re.finditer(losing, plain):
+                context = plain[max(0, hit.start() - 15): hit.end() + 15].replace("\n", " ")
+                found.append(f"{where}: {hit.group()!r} (say {entry['term']!r}) in …{context}…")
+    return found
+
+
+def test_term_table_is_well_formed():
+    concepts = [e["concept"] for e in TERMS["terms"]]
+    assert len(concepts) == len(set(concepts))
+    for entry in TERMS["terms"]:
+        assert entry["term"] and entry["losing"], entry
+        for losing in entry["losing"]:
+            assert not re.search(losing, entry["term"]), f"{entry['term']!r} matches its own losing variant {losing!r}"
+
+
+def test_term_lint_sees_a_losing_variant():
+    """The lint's own check: a losing variant in plain prose is found, a gloss or a quotation is not."""
+    assert term_violations("x", "读完提示词的预填充很快")
+    assert term_violations("x", "每个解码步读一遍权重")
+    assert not term_violations("x", "**Prefill（预填充）**读完提示词；文章说“预填充阶段”；`kv 缓存`")
+
+
+def test_one_term_per_concept():
+    found = [v for where, text in zh_texts().items() for v in term_violations(where, text)]
+    assert not found, f"{len(found)} losing variants (data/zh_terms.json says which term wins):\n" + "\n".join(found)
