@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import inferlab as il
+from inferlab import i18n
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -37,13 +38,14 @@ def test_stop_string_demo_stops_in_both_editions(model, lang):
     zh = _notebook(ROOT / "notebooks" / "zh" / "06_sampling.ipynb")
     params, demo = _code_cell(en, "\nPROMPT = il.by_language"), _code_cell(en, "stop_strings=[stop_text]")
     assert (params, demo) == (_code_cell(zh, "\nPROMPT = il.by_language"), _code_cell(zh, "stop_strings=[stop_text]"))
-    before = il.set_language(lang)
+    before = i18n._chosen  # the language chosen before the test comes back after it
+    il.set_language(lang)
     try:
         ns = {"il": il, "m": model}
         exec(params, ns)
         exec(demo, ns)
     finally:
-        il.set_language(before)
+        i18n._chosen = before
     free, cut, stop_text = ns["free"], ns["cut"], ns["stop_text"]
     assert stop_text and stop_text in free.text, f"{stop_text!r} is not in the text the reader saw: {free.text!r}"
     assert "\ufffd" not in stop_text and "⟨" not in stop_text
@@ -126,3 +128,39 @@ def test_term_lint_sees_a_losing_variant():
 def test_one_term_per_concept():
     found = [v for where, text in zh_texts().items() for v in term_violations(where, text)]
     assert not found, f"{len(found)} losing variants (data/zh_terms.json says which term wins):\n" + "\n".join(found)
+
+
+# --- item 3: what a Chinese reader sees is Chinese (identifiers kept, with a gloss) ------------------------------
+
+def _figure_text(fig) -> str:
+    return json.dumps(fig.to_plotly_json(), ensure_ascii=False)
+
+
+def test_chinese_labels_for_jobs_languages_kernels_and_hardware():
+    from inferlab.measure.kernels import RECORDING, KernelComparison
+    from inferlab.measure.latency import PUBLISHED_MEMORY, HardwareFloor
+    from inferlab.measure.sweeps import Sweep
+    from inferlab.narrate import n07
+    from inferlab.tokens import TextCost
+    from inferlab.viz import attention as va
+    from inferlab.viz import latency as vlat
+    from inferlab.viz import tokens as vt
+
+    sweep = Sweep("decode step", "context (tokens in the cache)", (8, 64), ((0.01, 0.012), (0.02, 0.021)), (1, 1))
+    kernels = KernelComparison({k: Sweep("prefill", "prompt length (tokens)", (16,), ((0.01, 0.011),), (16,))
+                                for k in ("sdpa", "eager", RECORDING)}, {}, {})
+    spec = PUBLISHED_MEMORY["laptop, DDR5-5600 (2 channels)"]
+    rows = [HardwareFloor(spec, {"gpt2": 0.005}, {"gpt2": 0.5e9})]
+    before = i18n._chosen
+    il.set_language("zh")
+    try:
+        seen = {"sweep": _figure_text(vlat.sweep_figure(sweep)),
+                "languages": _figure_text(vt.cost_bars([TextCost("English", 10, 45, 45), TextCost("Korean", 9, 5, 9)])),
+                "kernels": _figure_text(va.kernel_times_figure(kernels)),
+                "hardware": n07.hardware_table(rows)}
+    finally:
+        i18n._chosen = before
+    assert "Decode 步" in seen["sweep"] and "decode step" not in seen["sweep"]
+    assert "英语" in seen["languages"] and "韩语" in seen["languages"] and "English" not in seen["languages"]
+    assert "eager + 记录注意力" in seen["kernels"] and "recording" not in seen["kernels"]
+    assert "双通道" in seen["hardware"] and "channels" not in seen["hardware"]
