@@ -164,3 +164,32 @@ def test_chinese_labels_for_jobs_languages_kernels_and_hardware():
     assert "英语" in seen["languages"] and "韩语" in seen["languages"] and "English" not in seen["languages"]
     assert "eager + 记录注意力" in seen["kernels"] and "recording" not in seen["kernels"]
     assert "双通道" in seen["hardware"] and "channels" not in seen["hardware"]
+
+
+# --- item 6: README.zh.md keeps up with README.md -----------------------------------------------------------------
+
+def test_chinese_readme_has_every_command_name_and_test_of_the_english_one():
+    """Every `code` span of README.md (commands, flags, paths, test names) is in README.zh.md too: same facts."""
+    code = re.compile(r"`([^`\n]+)`")
+    en = set(code.findall((ROOT / "README.md").read_text(encoding="utf-8")))
+    zh_readme = (ROOT / "README.zh.md").read_text(encoding="utf-8")
+    missing = sorted(en - set(code.findall(zh_readme)))
+    assert not missing, f"README.zh.md lacks what README.md says: {missing}"
+    sections = re.compile(r"^##+ ", re.M)
+    assert len(sections.findall(zh_readme)) >= len(sections.findall((ROOT / "README.md").read_text(encoding="utf-8")))
+    for china in ("HF_ENDPOINT", "pypi.tuna.tsinghua.edu.cn", "WORKSHOP.zh.md"):
+        assert china in zh_readme, china
+
+
+def test_chinese_workshop_guide_runs_the_same_commands():
+    """docs/WORKSHOP.zh.md gives every command of docs/WORKSHOP.md (comments aside) and every `code` span."""
+    def commands(text: str) -> set[str]:
+        blocks = re.findall(r"```[a-z]*\n(.*?)```", text, re.S)
+        lines = {re.sub(r"\s+#.*$", "", line).strip() for block in blocks for line in block.splitlines()}
+        return {line for line in lines if line and not line.startswith("#")} | set(re.findall(r"`([^`\n]+)`", text))
+
+    en = commands((ROOT / "docs" / "WORKSHOP.md").read_text(encoding="utf-8"))
+    zh_text = (ROOT / "docs" / "WORKSHOP.zh.md").read_text(encoding="utf-8")  # its commands open the zh edition
+    zh = commands(zh_text.replace("notebooks/zh/", "notebooks/").replace(', "INFERLAB_LANG": "zh"', ""))
+    missing = sorted(c for c in en - zh if not any(c in z for z in zh))
+    assert not missing, f"docs/WORKSHOP.zh.md lacks what docs/WORKSHOP.md says: {missing}"
