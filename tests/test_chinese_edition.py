@@ -193,3 +193,48 @@ def test_chinese_workshop_guide_runs_the_same_commands():
     zh = commands(zh_text.replace("notebooks/zh/", "notebooks/").replace(', "INFERLAB_LANG": "zh"', ""))
     missing = sorted(c for c in en - zh if not any(c in z for z in zh))
     assert not missing, f"docs/WORKSHOP.zh.md lacks what docs/WORKSHOP.md says: {missing}"
+
+
+# --- item 7: Chinese typography -----------------------------------------------------------------------------------
+
+_CODE = _QUOTED[:2]  # fenced and inline code keep their own punctuation
+
+
+def test_no_ascii_space_after_chinese_punctuation_nor_ascii_ellipsis():
+    """。，：；！？ take no ASCII space after them (a table's `|` aside); Chinese text ends with …… not '...'."""
+    bad = re.compile(r"[。：，；！？] +(?=[^\s|])|[\u4e00-\u9fff] ?\.\.\.(?!\))|\.\.\.[\u4e00-\u9fff]")
+    found = []
+    for where, text in zh_texts().items():
+        for pattern in _CODE:
+            text = pattern.sub("X", text)
+        found += [f"{where}: …{text[max(0, m.start() - 12): m.end() + 8]!r}…" for m in bad.finditer(text)]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("path", [p for p in ZH_NOTEBOOKS if p.name < "08"], ids=lambda p: p.name[:2])
+def test_one_header_form_across_the_chinese_notebooks(path):
+    """Each zh notebook 00-07 opens with **目标：** (a list), then **用时：** and **前置：**, in that order."""
+    first = next("".join(c["source"]) for c in _notebook(path)["cells"] if c["cell_type"] == "markdown")
+    at = [first.find(mark) for mark in ("**目标：**", "**用时：**", "**前置：**")]
+    assert -1 not in at and at == sorted(at), (path.name, at)
+    assert not re.search(r"\*\*(时间|你将会?)[：。]?\*\*|\*\*目标。?\*\*|\*\*[^*]{1,6}：\*\* ", first), path.name
+
+
+def test_self_check_html_uses_chinese_punctuation(tmp_path):
+    from inferlab.widgets import selfcheck
+
+    folder = tmp_path / "zh"
+    folder.mkdir()
+    (folder / "00.json").write_text(json.dumps({"questions": [
+        {"question": "哪个阶段读取提示词？", "choices": [{"text": "Prefill", "correct": True, "why": "它一次读完。"},
+                                                  {"text": "Decode", "correct": False, "why": "它一次写一个。"}]},
+        {"question": "几个 token？", "answer": 14, "tolerance": 0, "unit": "个", "why": "数一数。"}]},
+        ensure_ascii=False), encoding="utf-8")
+    before = i18n._chosen
+    il.set_language("zh")
+    try:
+        page = selfcheck.static_html(selfcheck.load_questions("00", folder), "00")
+    finally:
+        i18n._chosen = before
+    assert "<b>Prefill</b>：它一次读完。" in page and "<b>14 个</b>。数一数。" in page
+    assert "</b>: " not in page and "</b>. " not in page
