@@ -161,7 +161,7 @@ def test_findings_come_out_chinese_and_their_emphasis_renders(zh, finding):
 
 
 def test_the_language_comes_back(zh):
-    assert "这里的解码受带宽限制" in n04.myth(0.002, 0.020, 0.034)
+    assert "这里的 Decode 受内存带宽限制" in n04.myth(0.002, 0.020, 0.034)
     i18n.set_language("en")
     assert n04.myth(0.002, 0.020, 0.034).endswith("**1.7x** the bandwidth prediction: decode here is bandwidth-bound.")
 

@@ -68,10 +68,11 @@ def test_a_bad_setting_is_shown_in_a_chinese_frame():
 def test_kv_growth_summary_and_messages():
     layers = [(torch.randn(1, 2, 6, 4), torch.randn(1, 2, 6, 4)) for _ in range(3)]
     box = wk.kv_growth(layers, prompt_len=4)
-    assert _shown(box)["text/plain"] == "KV Cache 增长视图（2 步解码，3 层，2 个注意力头）：运行这个单元格即可拖动滑块"
+    assert _shown(box)["text/plain"] == ("KV Cache 增长视图（2 个 Decode 步，3 层，2 个注意力头）："
+                                         "运行这个单元格即可拖动滑块")
     step, head = box.children[0].children
     info, errors = box.children[1], box.children[2]
-    assert step.description == "解码步" and head.description == "注意力头"
+    assert step.description == "Decode 步" and head.description == "注意力头"
     # 2 (K and V) x 1 x 2 heads x 6 tokens x 4 x 4 bytes (float32) = 384 bytes per layer, 1,152 in 3 layers
     assert "第 2 步 Decode（解码）之后：" in info.value and "每层 384 字节，3 层共 1,152 字节" in info.value
     head.value = 7
@@ -85,7 +86,7 @@ def test_attention_explorer_summary_and_controls():
     assert (view.layer.description, view.head.description, view.record.description) == ("层", "注意力头", "记录")
     assert [label for label, _ in view.view.options] == ["单个头", "所有头"]
     assert _shown(view)["text/plain"] == (
-        "注意力浏览器：3 个 token，2 层 × 2 个注意力头；当前显示第 0 层、第 0 个头、查询位置 2。"
+        "注意力浏览器：3 个 token，2 层 × 2 个注意力头；当前显示第 0 层、第 0 个头、query 位置 2。"
         "交互视图：在 JupyterLab 中运行这个单元格，即可拖动滑块或输入提示词。")
     view.text.value = "   "
     assert "提示词是空的" in view.status.value
@@ -163,7 +164,7 @@ def test_self_check_reads_the_chinese_file_and_answers_in_chinese(questions):
 
 def test_a_missing_chinese_file_is_named(questions):
     (questions / "zh" / "00.json").unlink()
-    with pytest.raises(FileNotFoundError, match=r"笔记本 00 没有中文自测题：缺少 .*zh/00\.json"):
+    with pytest.raises(FileNotFoundError, match=r"notebook 00 没有中文自测题：缺少 .*zh/00\.json"):
         sc.self_check("00")
     with pytest.raises(ValueError, match=r"notebook='42' 不被允许"):  # unknown in every language: the usual error
         sc.self_check("42")

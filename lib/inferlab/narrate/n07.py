@@ -167,6 +167,21 @@ def step_profile(groups: Mapping[str, float], step_s: float, model: str) -> str:
                      "it is disturbed; run the cell again when the machine is quiet.)", top=group_label(top))
 
 
+def _spec(text: str) -> str:
+    """A device name or source of ``measure.latency.PUBLISHED_MEMORY`` (stored in English) in the reader's language."""
+    return {"laptop, DDR5-5600 (2 channels)": tr("laptop, DDR5-5600 (2 channels)"),
+            "JEDEC DDR5 (JESD79-5): 5600 MT/s x 8 bytes x 2 channels":
+                tr("JEDEC DDR5 (JESD79-5): 5600 MT/s x 8 bytes x 2 channels"),
+            "Apple M2 press release and MacBook Air (M2) technical specifications":
+                tr("Apple M2 press release and MacBook Air (M2) technical specifications"),
+            "Apple MacBook Pro (M3 Max) technical specifications":
+                tr("Apple MacBook Pro (M3 Max) technical specifications"),
+            "NVIDIA Tesla V100 GPU datasheet": tr("NVIDIA Tesla V100 GPU datasheet"),
+            "NVIDIA A100 Tensor Core GPU datasheet": tr("NVIDIA A100 Tensor Core GPU datasheet"),
+            "NVIDIA H100 Tensor Core GPU datasheet": tr("NVIDIA H100 Tensor Core GPU datasheet"),
+            "NVIDIA H200 Tensor Core GPU datasheet": tr("NVIDIA H200 Tensor Core GPU datasheet")}.get(text, text)
+
+
 def hardware_table(rows: Sequence[HardwareFloor]) -> str:
     """A Markdown table of published bandwidths and the decode floors they predict (not measured)."""
     models = list(rows[0].floors)
@@ -177,7 +192,7 @@ def hardware_table(rows: Sequence[HardwareFloor]) -> str:
         bw = r.spec.bytes_per_s
         cells = " | ".join(tr("{floor} ({rate:,.0f} tokens/s)", floor=ms(r.floors[k]), rate=1 / r.floors[k])
                            for k in models)
-        lines.append(f"| {r.spec.name} | {bw / 1e9:,.0f} GB/s | {cells} | {r.spec.source} |")
+        lines.append(f"| {_spec(r.spec.name)} | {bw / 1e9:,.0f} GB/s | {cells} | {_spec(r.spec.source)} |")
     sizes = join(f"{k} {rows[0].step_bytes[k] / 1e9:.2f} GB" for k in models)
     return tr("**Computed from published specifications, not measured.** Each floor is the bytes one decode step "
               "reads at batch 1 ({sizes}: weights plus a short KV cache) divided by the published memory bandwidth: "
@@ -190,7 +205,8 @@ def hardware_point(rows: Sequence[HardwareFloor], big: str) -> str:
     return tr("From {slow} to {fast} the published bandwidth grows {bw_x:.0f}x, and {big}'s floor per token falls from "
               "{floor_slow} to {floor_fast}. Article 004's author saw a V100 -> H100 upgrade speed up inference "
               "'noticeably': for decode at batch 1, that is mostly the memory bandwidth (900 -> 3350 GB/s, "
-              "{upgrade_x:.1f}x), not the compute the article credits.", slow=slow.spec.name, fast=fast.spec.name,
+              "{upgrade_x:.1f}x), not the compute the article credits.", slow=_spec(slow.spec.name),
+              fast=_spec(fast.spec.name),
               bw_x=fast.spec.bytes_per_s / slow.spec.bytes_per_s, big=big, floor_slow=ms(slow.floors[big]),
               floor_fast=ms(fast.floors[big]), upgrade_x=3350 / 900)
 

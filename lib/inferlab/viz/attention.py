@@ -345,7 +345,8 @@ def kernel_times_figure(times: KernelComparison) -> go.Figure:
     med = [times.sweeps[n].medians[0] * 1e3 for n in names]
     lo = [m - min(seconds[n]) * 1e3 for m, n in zip(med, names)]
     hi = [max(seconds[n]) * 1e3 - m for m, n in zip(med, names)]
-    fig = go.Figure(go.Bar(x=names, y=med, marker_color=[PALETTE[i] for i in range(len(names))],
+    shown = [tr("eager + recording") if n == "eager + recording" else n for n in names]  # sdpa, eager: identifiers
+    fig = go.Figure(go.Bar(x=shown, y=med, marker_color=[PALETTE[i] for i in range(len(names))],
                            error_y={"type": "data", "array": hi, "arrayminus": lo},
                            hovertemplate=tr("%{x}: median %{y:.2f} ms") + "<extra></extra>"))
     n = len(next(iter(seconds.values())))

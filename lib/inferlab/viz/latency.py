@@ -44,6 +44,12 @@ def axis_title(x_name: str) -> str:
             "batch size (sequences)": tr("batch size (sequences)")}.get(x_name, x_name)
 
 
+def job_text(job: str) -> str:
+    """A job's name (stored in English with the data: "prefill", "decode", ...) in the reader's language."""
+    return {"prefill": tr("prefill"), "decode": tr("decode"), "decode step": tr("decode step"),
+            "decode-batch": tr("decode (batch)"), "prefill-batch": tr("prefill (batch)")}.get(job, job)
+
+
 def _finite(xs) -> list[float]:
     return [x for x in xs if x is not None and math.isfinite(x)]
 
@@ -148,7 +154,8 @@ def sweep_figure(sweep: Sweep, floors: Sequence[Cost] | None = None, *, style: s
     medians = [t * MS for t in sweep.medians]
     fig = go.Figure()
     if style == "band":
-        spread_band(fig, sweep.xs, [t * MS for t in sweep.lows], [t * MS for t in sweep.highs], color, sweep.job)
+        spread_band(fig, sweep.xs, [t * MS for t in sweep.lows], [t * MS for t in sweep.highs], color,
+                    job_text(sweep.job))
     else:
         for i, (x, vals) in enumerate(zip(sweep.xs, sweep.times)):
             fig.add_box(x=[x] * len(vals), y=[v * MS for v in vals], name=str(x), marker_color=PALETTE[i % 2],
@@ -158,7 +165,7 @@ def sweep_figure(sweep: Sweep, floors: Sequence[Cost] | None = None, *, style: s
                 "slowest {slowest:.3f} ms", x_name=x_name, x=x, median=m, n=s.n, fastest=s.min * MS,
                 slowest=s.max * MS) for x, m, s in zip(sweep.xs, medians, sweep.summaries)]
     fig.add_trace(go.Scatter(x=list(sweep.xs), y=medians, mode="lines+markers",
-                             name=tr("{job}: measured median", job=sweep.job),
+                             name=tr("{job}: measured median", job=job_text(sweep.job)),
                              line={"color": color}, hovertext=hover, hoverinfo="text"))
     if floors is not None:
         require(len(floors) == len(sweep.xs) and all(c.floor_s is not None for c in floors),
@@ -171,7 +178,7 @@ def sweep_figure(sweep: Sweep, floors: Sequence[Cost] | None = None, *, style: s
                           "memory {memory:.3f} ms", x_name=x_name, x=x, floor=c.floor_s * MS, bound=bound_text(c.bound),
                           compute=c.floor_compute_s * MS, memory=c.floor_memory_s * MS)
                        for x, c in zip(sweep.xs, floors)], hoverinfo="text"))
-    default, y = _job_text(sweep.job) or (tr("{job} against {x}", job=sweep.job, x=x_name.split(" (")[0]
+    default, y = _job_text(sweep.job) or (tr("{job} against {x}", job=job_text(sweep.job), x=x_name.split(" (")[0]
                                              .split("（")[0]), tr("time (ms)"))
     where = (tr(" ({model}, {device} {dtype})", model=sweep.model, device=sweep.device, dtype=sweep.dtype)
              if sweep.model else "")

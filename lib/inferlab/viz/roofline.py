@@ -19,7 +19,7 @@ from ..i18n import tr
 from ..measure.roofline import MythCheck, RooflinePoint
 from ..measure.sweeps import Sweep
 from . import PALETTE, base_layout, require
-from .latency import JOB_COLORS, check_sweep, spread_band
+from .latency import JOB_COLORS, check_sweep, job_text, spread_band
 
 
 def _bound_by(bound: str) -> str:
@@ -78,7 +78,7 @@ def cost_table(costs: Sequence[Cost], labels: Sequence[str] | None = None) -> go
     require(len(costs) > 0 and all(isinstance(c, Cost) for c in costs),
             tr("costs must be a non-empty list of inferlab.cost.Cost. Fix: use prefill_cost / decode_cost."))
     labels = (list(labels) if labels is not None else
-              [tr("{job} ({tokens} tokens)", job=c.job, tokens=c.tokens) for c in costs])
+              [tr("{job} ({tokens} tokens)", job=job_text(c.job), tokens=c.tokens) for c in costs])
     has_floor = all(c.floor_s is not None for c in costs)
     header = [tr("forward"), "GFLOP", tr("MB moved"), tr("FLOP per byte")] + (
         [tr("floor (ms)"), tr("bound by")] if has_floor else [])
@@ -166,11 +166,11 @@ def roofline(machine: MachineProfile, points: Sequence[RooflinePoint],
         sel = [p for p in points if p.job == job and p.model == model]
         fig.add_trace(go.Scatter(
             x=[p.intensity for p in sel], y=[p.flops_per_s / 1e9 for p in sel], mode="markers",
-            name=tr("{job}, {model} (measured)", job=job, model=model) if len(models) > 1
-            else tr("{job} (measured)", job=job),
+            name=tr("{job}, {model} (measured)", job=job_text(job), model=model) if len(models) > 1
+            else tr("{job} (measured)", job=job_text(job)),
             marker={"size": 11, "color": JOB_COLORS.get(job, PALETTE[3]),
                     "symbol": ("circle", "square-open", "triangle-up-open")[min(models.index(model), 2)]},
-            hovertext=[f"{p.model} {p.label}<br>" + tr(
+            hovertext=[f"{p.model} {_point_label(p.label)}<br>" + tr(
                 "{intensity:.2f} FLOP/B, {gflops:.2f} GFLOP/s<br>measured {ms:.3f} ms, floor {floor:.3f} ms "
                 "({times:.1f} x the floor)", intensity=p.intensity, gflops=p.flops_per_s / 1e9, ms=p.seconds * 1e3,
                 floor=p.floor_s * 1e3, times=p.times_floor) for p in sel], hoverinfo="text"))
@@ -182,6 +182,12 @@ def roofline(machine: MachineProfile, points: Sequence[RooflinePoint],
                                "{peak:.1f} GFLOP/s", device=machine.device, dtype=machine.dtype,
                                bandwidth=machine.bytes_per_s / 1e9, peak=machine.flops_per_s / 1e9),
                        height=560)
+
+
+def _point_label(label: str) -> str:
+    """A point's label ("prefill T=8", "decode ctx=256", stored in English) with its job in the reader's language."""
+    job, _, rest = label.partition(" ")
+    return f"{job_text(job)} {rest}".strip()
 
 
 def _add_what_if(fig: go.Figure, machine: MachineProfile, rows: Sequence[tuple[int, Cost, Cost]]) -> None:

@@ -142,6 +142,16 @@ def _metric_text(metric: str) -> tuple[str, str]:
             "n_tokens": (tr("tokens (for the whole text)"), tr("Tokens (for the whole text), GPT-2 tokenizer"))}[metric]
 
 
+def text_name(name: str) -> str:
+    """A text's name from ``tokens.SAME_MEANING`` / ``tokens.EXAMPLES`` (English keys) in the reader's language."""
+    names = {"English": tr("English"), "Spanish": tr("Spanish"), "German": tr("German"), "Russian": tr("Russian"),
+             "Greek": tr("Greek"), "Arabic": tr("Arabic"), "Hindi": tr("Hindi"), "Chinese": tr("Chinese"),
+             "Japanese": tr("Japanese"), "Korean": tr("Korean"), "English prose": tr("English prose"),
+             "Code": tr("Code"), "Numbers": tr("Numbers"), "Emoji": tr("Emoji"),
+             "Repeated spaces": tr("Repeated spaces")}
+    return names.get(name, name)
+
+
 def cost_bars(costs: Sequence[TextCost], metric: str = "tokens_per_char", *, title: str | None = None,
               x_title: str | None = None) -> go.Figure:
     """Bar chart of what each text costs in tokens (``inferlab.tokens.costs`` gives the input).
@@ -153,13 +163,14 @@ def cost_bars(costs: Sequence[TextCost], metric: str = "tokens_per_char", *, tit
     require(len(costs) > 0, tr("cost_bars needs at least one TextCost: pass inferlab.tokens.costs(tokenizer, texts)"))
     require(metric in _METRICS, tr("metric={metric!r} is not one of {allowed}", metric=metric, allowed=list(_METRICS)))
     values = [getattr(c, metric) for c in costs]
-    hover = [c.name + "<br>" + tr("{tokens} tokens, {chars} characters, {bytes} bytes<br>"
+    names = [text_name(c.name) for c in costs]
+    hover = [name + "<br>" + tr("{tokens} tokens, {chars} characters, {bytes} bytes<br>"
                                   "{tokens_per_char:.2f} tokens/char, {bytes_per_token:.2f} bytes/token",
                                   tokens=c.n_tokens, chars=c.n_chars, bytes=c.n_bytes,
                                   tokens_per_char=c.tokens_per_char, bytes_per_token=c.bytes_per_token)
-             for c in costs]
+             for name, c in zip(names, costs)]
     axis, default_title = _metric_text(metric)
-    fig = go.Figure(go.Bar(x=[c.name for c in costs], y=values, marker_color=PALETTE[0], hovertext=hover,
+    fig = go.Figure(go.Bar(x=names, y=values, marker_color=PALETTE[0], hovertext=hover,
                            hoverinfo="text", text=[f"{v:.2f}" if isinstance(v, float) else str(v) for v in values],
                            textposition="outside"))
     return base_layout(fig, title or default_title, x=x_title or tr("text"), y=axis, height=380)

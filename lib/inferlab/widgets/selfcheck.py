@@ -106,14 +106,15 @@ def grade(question: Question, answer: int | float | str | None) -> tuple[bool | 
 
 def static_html(questions: list[Question], notebook: str) -> str:
     """The questions as HTML with each answer and its explanation folded in ``<details>`` (no kernel needed)."""
+    stop, colon = tr(". "), tr(": ")  # 。 and ： in Chinese, with no space after them
     items = []
     for q in questions:
         if q.numeric:
-            options, answer = "", f"<p><b>{q.answer:g} {html.escape(q.unit)}</b>. {html.escape(q.why)}</p>"
+            options, answer = "", f"<p><b>{q.answer:g} {html.escape(q.unit)}</b>{stop}{html.escape(q.why)}</p>"
         else:
             options = "<ul>" + "".join(f"<li>{html.escape(c.text)}</li>" for c in q.choices) + "</ul>"
             answer = "<ul>" + "".join(
-                f"<li>{'✔' if c.correct else '✘'} <b>{html.escape(c.text)}</b>: {html.escape(c.why)}</li>"
+                f"<li>{'✔' if c.correct else '✘'} <b>{html.escape(c.text)}</b>{colon}{html.escape(c.why)}</li>"
                 for c in q.choices) + "</ul>"
         items.append(f"<li><p>{html.escape(q.text)}</p>{options}"
                      f"<details><summary>{html.escape(tr('Answer'))}</summary>{answer}</details></li>")

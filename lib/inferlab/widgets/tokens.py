@@ -15,7 +15,7 @@ import ipywidgets as w
 from ..bpe import BPE, gpt2_bpe
 from ..i18n import tr
 from ..tokens import EXAMPLES, MAX_CHARS, tokenize, visible
-from ..viz.tokens import byte_map_html, chips_html, merge_table_html, stats_html
+from ..viz.tokens import byte_map_html, chips_html, merge_table_html, stats_html, text_name
 from . import message, titled
 
 _TYPED = "(your own text)"  # the dropdown's value for typed text; its label is in the reader's language
@@ -82,7 +82,7 @@ def token_box(tokenizer, text: str | None = None, examples: Mapping[str, str] = 
     """
     names = [_TYPED, *examples]
     first = next(iter(examples.values()), "") if text is None else text
-    pick = w.Dropdown(options=[(tr("(your own text)"), _TYPED), *((name, name) for name in examples)],
+    pick = w.Dropdown(options=[(tr("(your own text)"), _TYPED), *((text_name(name), name) for name in examples)],
                       value=names[1] if text is None and examples else _TYPED,
                       description=tr("Example:"), layout=w.Layout(width="320px"))
     box = w.Textarea(value=first, placeholder=tr("Type any text..."), continuous_update=True,
