@@ -15,6 +15,7 @@ from inferlab import charstream, i18n
 from inferlab import tokens as T
 from inferlab.cost import Shape
 from inferlab.generation import TextAssembler, TokenEvent
+from inferlab.narrate import n01
 
 
 @pytest.fixture
@@ -61,12 +62,12 @@ def test_an_invalid_sequence_and_an_unfinished_character_are_reported(model):
 
 def test_table_marks_the_completing_step_and_summary_uses_the_counts(model, english):
     flow = charstream.follow(model.tokenizer, _events(model.tokenizer, [163, 244, 239]))
-    table = flow.table().splitlines()
+    table = n01.stream_table(flow).splitlines()
     assert len(table) == 2 + 3
     assert table[-1].endswith("| ✓ 疑 (3 tokens) |") and "`�`" in table[2]
-    assert flow.summary().startswith("3 tokens made 1 characters; 1 of those characters arrived in pieces")
+    assert n01.stream_summary(flow).startswith("3 tokens made 1 characters; 1 of those characters arrived in pieces")
     i18n.set_language("zh")
-    assert "✓ 疑（3 个 token）" in flow.table()
+    assert "✓ 疑（3 个 token）" in n01.stream_table(flow)
 
 
 def test_follow_reads_a_real_stream(model):
@@ -86,7 +87,7 @@ def test_compare_counts_the_articles_question(model, english):
     # 17 and 5 tokens at 10 ms each; 17 / 512 = 3.32%; 512 / (17 / 8) = 240 characters fit.
     assert "170 ms for the Chinese vs 50 ms for the English" in text
     assert "3.32% vs 0.98%" in text and "about 240 Chinese characters" in text
-    assert "| q · Chinese | `什么是量子计算？` | 8 | 24 | 17 | 2.12 |" in charstream.cost_table([pair])
+    assert "| q · Chinese | `什么是量子计算？` | 8 | 24 | 17 | 2.12 |" in n01.pair_cost_table([pair])
 
 
 def test_per_character_counts_tokens_touching_each_character(model):

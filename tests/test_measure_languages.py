@@ -6,6 +6,7 @@ import pytest
 
 from inferlab import i18n
 from inferlab.measure import languages as L
+from inferlab.narrate import n07
 from inferlab.timing import summarize
 from inferlab.tokens import TextCost
 
@@ -32,13 +33,14 @@ def test_prompt_ttft_times_every_model_and_prompt(model):
 
 def test_markdown_table_has_one_row_per_measurement(model):
     rows = L.prompt_ttft({"tiny": model}, TEXTS, repeats=1, warmup=0)
-    table = L.markdown(rows).splitlines()
+    table = n07.language_table(rows).splitlines()
     assert table[0] == "| model | prompt | characters | tokens | tokens per character | median TTFT (ms) |"
     assert len(table) == 4 and table[2].startswith("| tiny | 中文 | 7 | 14 | 2.00 | ")
     before = i18n._chosen
     try:
         i18n.set_language("zh")
-        assert "token" in L.markdown(rows).splitlines()[0] and "模型" in L.markdown(rows).splitlines()[0]
+        header = n07.language_table(rows).splitlines()[0]
+        assert "token" in header and "模型" in header
     finally:
         i18n._chosen = before
 
@@ -50,10 +52,10 @@ def _row(name: str, tokens: int, characters: int, ttft_s: float) -> L.PromptTTFT
 def test_finding_says_what_the_numbers_showed():
     zh, en = _row("中文", 36, 18, 0.080), _row("English", 12, 63, 0.040)
     answer_zh, answer_en = TextCost("中文", 60, 27, 81), TextCost("English", 20, 100, 100)
-    text = L.finding(zh, en, answer_zh, answer_en, tpot_s=0.030)
+    text = n07.language_finding(zh, en, answer_zh, answer_en, tpot_s=0.030)
     # 36 / 12 = 3.0x the tokens; 80 / 40 = 2.00x the time; answers 60 x 30 ms = 1800 ms, 20 x 30 ms = 600 ms
     assert "**36 tokens** in Chinese and **12** in English (3.0x)" in text
     assert "**80.0 ms** against **40.0 ms** (2.00x)" in text and "more prefill" in text
     assert "about 1800 ms against 600 ms" in text
-    slower_en = L.finding(zh, _row("English", 12, 63, 0.090), answer_zh, answer_en, tpot_s=0.030)
+    slower_en = n07.language_finding(zh, _row("English", 12, 63, 0.090), answer_zh, answer_en, tpot_s=0.030)
     assert "lost in the noise" in slower_en and "more prefill" not in slower_en

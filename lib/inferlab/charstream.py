@@ -28,7 +28,7 @@ from .bpe import symbol_bytes
 from .cost import Shape, prefill_cost
 from .errors import bad_value, check_number
 from .i18n import tr
-from .tokens import TextCost, Tokenized, costs, visible
+from .tokens import TextCost, Tokenized, costs
 
 REPLACEMENT = "\ufffd"  # what a decoder shows for bytes that are not (yet) a whole character
 
@@ -99,18 +99,6 @@ def compare(tokenizer, pairs: Mapping[str, tuple[str, str]]) -> list[PairCost]:
     return out
 
 
-def cost_table(pairs: Iterable[PairCost]) -> str:
-    """A Markdown table of ``compare``'s pairs: one row per text."""
-    head = tr("| | text | characters | UTF-8 bytes | GPT-2 tokens | tokens per character |")
-    rows = [head, "|---|---|---|---|---|---|"]
-    for p in pairs:
-        for label, text, c in ((tr("{name} · English", name=p.name), p.en_text, p.en),
-                               (tr("{name} · Chinese", name=p.name), p.zh_text, p.zh)):
-            rows.append(f"| {label} | {_cell(text, show_spaces=False)} | {c.n_chars} | {c.n_bytes} | "
-                        f"{c.n_tokens} | {c.tokens_per_char:.2f} |")
-    return "\n".join(rows)
-
-
 def per_character(tokenized: Tokenized) -> dict[int, int]:
     """How many characters touch 1, 2, 3 ... tokens: ``{1: 9, 2: 4, 3: 2}`` (a character cut over tokens
     touches each of them)."""
@@ -160,35 +148,6 @@ class CharStream:
     unfinished = property(lambda self: self.steps[-1].held if self.steps else b"",
                           doc="Bytes of a character the generation stopped in the middle of (b'' if none).")
 
-    def table(self) -> str:
-        """A Markdown table, one row per token; a ✓ marks the step at which a cut character completed."""
-        rows = [tr("| step | token id | its bytes | printed on its own | held back | the stream shows | "
-                   "character complete |"), "|---|---|---|---|---|---|---|"]
-        for s in self.steps:
-            done = tr("✓ {char} ({n} tokens)", char=s.joined, n=s.span) if s.joined else ""
-            rows.append(f"| {s.index} | {s.token_id} | {s.raw.hex(' ') or '—'} | {_cell(s.alone)} | "
-                        f"{s.held.hex(' ')} | {_cell(s.shown) if s.shown else '—'} | {done} |")
-        return "\n".join(rows)
-
-    def summary(self) -> str:
-        """What the table shows, in one paragraph of Markdown (every number from the steps)."""
-        if self.n_joined:
-            out = tr("{n_tokens} tokens made {n_chars} characters; {n_joined} of those characters arrived in "
-                     "pieces, over two or more tokens. At {n_waits} steps the stream showed nothing: it was holding "
-                     "bytes back, and it showed each such character whole when its last byte arrived. The stream "
-                     "showed U+FFFD {shown} times; printing each token on its own would have shown it {alone} times.",
-                     n_tokens=self.n_tokens, n_chars=self.n_chars, n_joined=self.n_joined, n_waits=self.n_waits,
-                     shown=self.shown_replacements, alone=self.alone_replacements)
-        else:
-            out = tr("{n_tokens} tokens made {n_chars} characters, and every token held whole characters: this "
-                     "time no character was cut over tokens, so the stream never had to wait. (Run it on a model "
-                     "that writes Chinese, or change the prompt, to see a character arrive in pieces.)",
-                     n_tokens=self.n_tokens, n_chars=self.n_chars)
-        if self.unfinished:
-            out += " " + tr("The generation stopped in the middle of a character: its first bytes "
-                            "({hex}) never got their last one.", hex=self.unfinished.hex(" "))
-        return out
-
     def __repr__(self) -> str:
         return tr("CharStream({n_tokens} tokens -> {n_chars} characters, {n_joined} arrived over several tokens, "
                   "U+FFFD shown {shown} times)", n_tokens=self.n_tokens, n_chars=self.n_chars, n_joined=self.n_joined,
@@ -223,9 +182,3 @@ def follow(tokenizer, events: Iterable) -> CharStream:
     if not steps:
         raise bad_value("events", [], "at least one TokenEvent", "generate at least one token (max_new_tokens >= 1)")
     return CharStream(tuple(steps))
-
-
-def _cell(text: str, show_spaces: bool = True) -> str:
-    """Text for a Markdown table cell, as code (pipes escaped); ``show_spaces``: spaces and newlines made visible."""
-    text = visible(text) if show_spaces else text.replace("\n", " ")
-    return "`" + text.replace("`", "ʹ").replace("|", "\\|") + "`"

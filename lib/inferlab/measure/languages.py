@@ -10,7 +10,7 @@ therefore takes several times the tokens in Chinese, and every token is work: in
     >>> rows = languages.prompt_ttft({"gpt2": g}, texts, repeats=5)   # doctest: +SKIP
     >>> [(r.cost.n_chars, r.cost.n_tokens) for r in rows]   # doctest: +SKIP
     [(7, 14), (26, 5)]
-    >>> Markdown(languages.markdown(rows))                   # doctest: +SKIP
+    >>> Markdown(n07.language_table(rows))                   # doctest: +SKIP
 
 Token counts come from ``tokens.costs`` (one implementation for every notebook that counts tokens).
 
@@ -19,7 +19,7 @@ Token counts come from ``tokens.costs`` (one implementation for every notebook t
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..engine import generate
@@ -62,41 +62,3 @@ def prompt_ttft(models: Mapping[str, Model], prompts: Mapping[str, str], *, repe
              for name, model in models.items() for label, text in prompts.items()}
     times = interleave(calls, repeats, warmup=warmup)
     return [PromptTTFT(name, cost, summarize(times[name, cost.name])) for name, row in counted.items() for cost in row]
-
-
-def markdown(rows: Sequence[PromptTTFT]) -> str:
-    """A Markdown table of ``prompt_ttft`` rows: model, prompt, characters, tokens, tokens per character, TTFT."""
-    head = tr("| model | prompt | characters | tokens | tokens per character | median TTFT (ms) |")
-    lines = [head, "|---|---|---|---|---|---|"]
-    lines += [f"| {r.model} | {r.cost.name} | {r.cost.n_chars} | {r.cost.n_tokens} | "
-              f"{r.cost.tokens_per_char:.2f} | {r.ttft.median * 1e3:.2f} |" for r in rows]
-    return "\n".join(lines)
-
-
-def finding(zh: PromptTTFT, en: PromptTTFT, answer_zh: TextCost, answer_en: TextCost, tpot_s: float) -> str:
-    """What the same question in Chinese (``zh``) and English (``en``) cost on one model, in words (Markdown).
-
-    ``answer_zh``/``answer_en``: one answer sentence in each language (from ``tokens.costs``); ``tpot_s``: a TPOT
-    measured on the same model (seconds), to turn the answer's tokens into decode time. The TTFT comparison has two
-    branches: Chinese slower (the expected case), or the difference lost in the noise of short prompts.
-    """
-    text = tr("The same question is **{zh_tokens} tokens** in Chinese and **{en_tokens}** in English ({ratio:.1f}x), "
-              "although the Chinese has fewer characters ({zh_chars} against {en_chars}). On {model} the Chinese "
-              "prompt's median TTFT was **{zh_ms:.1f} ms** against **{en_ms:.1f} ms** ({t_ratio:.2f}x). ",
-              zh_tokens=zh.cost.n_tokens, en_tokens=en.cost.n_tokens, ratio=zh.cost.n_tokens / en.cost.n_tokens,
-              zh_chars=zh.cost.n_chars, en_chars=en.cost.n_chars, model=zh.model,
-              zh_ms=zh.ttft.median * 1e3, en_ms=en.ttft.median * 1e3, t_ratio=zh.ttft.median / en.ttft.median)
-    if zh.ttft.median > en.ttft.median:  # the English texts end in a space where a sentence follows; Chinese needs none
-        text += tr("Same meaning, more tokens, more prefill: every token goes through every layer, so the "
-                         "prompt's matrix products grow with its token count (the sweep above). The time grows less "
-                         "than the tokens because part of a short prompt's TTFT does not depend on its length "
-                         "(tokenizing, the LM head for the last position, Python).")
-    else:
-        text += tr("Here the difference was lost in the noise of two short prompts (re-run the cell); in "
-                         "arithmetic the prompts still differ by their token counts, as the sweep above shows.")
-    return text + "\n\n" + tr(
-        "The answer pays again, one decode step per token: the sample answer sentence is {zh_tokens} tokens in "
-        "Chinese and {en_tokens} in English, so at a TPOT of {tpot:.1f} ms (measured on {model} in section 4) it "
-        "streams in about {zh_ms:.0f} ms against {en_ms:.0f} ms.", zh_tokens=answer_zh.n_tokens,
-        en_tokens=answer_en.n_tokens, tpot=tpot_s * 1e3, model=zh.model, zh_ms=answer_zh.n_tokens * tpot_s * 1e3,
-        en_ms=answer_en.n_tokens * tpot_s * 1e3)

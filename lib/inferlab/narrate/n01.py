@@ -6,7 +6,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from ..charstream import CharStream, PairCost
 from ..i18n import by_language, tr
+from ..tokens import visible
 from . import join
 
 ARTICLES = "00_start_here.ipynb#the-two-source-articles"  # the same name and anchor in notebooks/zh/
@@ -121,3 +125,53 @@ def language_cost(en_tokens: int, en_chars_per_token: float, worst_name: str, wo
                          "per character, {x:.1f}x English).", **fields)
     return text + tr("Chinese writes the sentence in only {chars} characters and pays {tokens} tokens ({per:.2f} per "
                      "character, {x:.1f}x English).", **fields)
+
+
+# ----------------------------------------------------------------------------- Chinese, token by token (section 8)
+def pair_cost_table(pairs: Iterable[PairCost]) -> str:
+    """A Markdown table of ``charstream.compare``'s pairs: one row per text."""
+    head = tr("| | text | characters | UTF-8 bytes | GPT-2 tokens | tokens per character |")
+    rows = [head, "|---|---|---|---|---|---|"]
+    for p in pairs:
+        for label, text, c in ((tr("{name} · English", name=p.name), p.en_text, p.en),
+                               (tr("{name} · Chinese", name=p.name), p.zh_text, p.zh)):
+            rows.append(f"| {label} | {_cell(text, show_spaces=False)} | {c.n_chars} | {c.n_bytes} | "
+                        f"{c.n_tokens} | {c.tokens_per_char:.2f} |")
+    return "\n".join(rows)
+
+
+def stream_table(flow: CharStream) -> str:
+    """A Markdown table, one row per token; a ✓ marks the step at which a cut character completed."""
+    rows = [tr("| step | token id | its bytes | printed on its own | held back | the stream shows | "
+               "character complete |"), "|---|---|---|---|---|---|---|"]
+    for s in flow.steps:
+        done = tr("✓ {char} ({n} tokens)", char=s.joined, n=s.span) if s.joined else ""
+        rows.append(f"| {s.index} | {s.token_id} | {s.raw.hex(' ') or '—'} | {_cell(s.alone)} | "
+                    f"{s.held.hex(' ')} | {_cell(s.shown) if s.shown else '—'} | {done} |")
+    return "\n".join(rows)
+
+
+def stream_summary(flow: CharStream) -> str:
+    """What ``stream_table`` shows, in one paragraph of Markdown (every number from the steps)."""
+    if flow.n_joined:
+        out = tr("{n_tokens} tokens made {n_chars} characters; {n_joined} of those characters arrived in "
+                 "pieces, over two or more tokens. At {n_waits} steps the stream showed nothing: it was holding "
+                 "bytes back, and it showed each such character whole when its last byte arrived. The stream "
+                 "showed U+FFFD {shown} times; printing each token on its own would have shown it {alone} times.",
+                 n_tokens=flow.n_tokens, n_chars=flow.n_chars, n_joined=flow.n_joined, n_waits=flow.n_waits,
+                 shown=flow.shown_replacements, alone=flow.alone_replacements)
+    else:
+        out = tr("{n_tokens} tokens made {n_chars} characters, and every token held whole characters: this "
+                 "time no character was cut over tokens, so the stream never had to wait. (Run it on a model "
+                 "that writes Chinese, or change the prompt, to see a character arrive in pieces.)",
+                 n_tokens=flow.n_tokens, n_chars=flow.n_chars)
+    if flow.unfinished:
+        out += " " + tr("The generation stopped in the middle of a character: its first bytes "
+                        "({hex}) never got their last one.", hex=flow.unfinished.hex(" "))
+    return out
+
+
+def _cell(text: str, show_spaces: bool = True) -> str:
+    """Text for a Markdown table cell, as code (pipes escaped); ``show_spaces``: spaces and newlines made visible."""
+    text = visible(text) if show_spaces else text.replace("\n", " ")
+    return "`" + text.replace("`", "ʹ").replace("|", "\\|") + "`"

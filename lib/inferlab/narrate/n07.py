@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from ..i18n import by_language, tr
+from ..measure.languages import PromptTTFT
 from ..measure.latency import HardwareFloor, Measurement
 from ..measure.profiling import group_label
+from ..tokens import TextCost
 from ..units import ms
 from . import join
 
@@ -223,3 +225,42 @@ def thinking(budget: int, wait: float, no_think: float, tpot: float) -> str:
         "and programming (*test-time compute*: spending inference time, not training, on a better answer). Our model "
         "was not trained to reason: its hidden tokens are ordinary text and do not improve its answer. Only the cost "
         "in time is real here; the gain in quality needs a model trained to think.")
+
+
+# ----------------------------------------------------------------------------- the same question in two languages
+def language_table(rows: Sequence[PromptTTFT]) -> str:
+    """A Markdown table of ``prompt_ttft`` rows: model, prompt, characters, tokens, tokens per character, TTFT."""
+    head = tr("| model | prompt | characters | tokens | tokens per character | median TTFT (ms) |")
+    lines = [head, "|---|---|---|---|---|---|"]
+    lines += [f"| {r.model} | {r.cost.name} | {r.cost.n_chars} | {r.cost.n_tokens} | "
+              f"{r.cost.tokens_per_char:.2f} | {r.ttft.median * 1e3:.2f} |" for r in rows]
+    return "\n".join(lines)
+
+
+def language_finding(zh: PromptTTFT, en: PromptTTFT, answer_zh: TextCost, answer_en: TextCost, tpot_s: float) -> str:
+    """What the same question in Chinese (``zh``) and English (``en``) cost on one model, in words (Markdown).
+
+    ``answer_zh``/``answer_en``: one answer sentence in each language (from ``tokens.costs``); ``tpot_s``: a TPOT
+    measured on the same model (seconds), to turn the answer's tokens into decode time. The TTFT comparison has two
+    branches: Chinese slower (the expected case), or the difference lost in the noise of short prompts.
+    """
+    text = tr("The same question is **{zh_tokens} tokens** in Chinese and **{en_tokens}** in English ({ratio:.1f}x), "
+              "although the Chinese has fewer characters ({zh_chars} against {en_chars}). On {model} the Chinese "
+              "prompt's median TTFT was **{zh_ms:.1f} ms** against **{en_ms:.1f} ms** ({t_ratio:.2f}x). ",
+              zh_tokens=zh.cost.n_tokens, en_tokens=en.cost.n_tokens, ratio=zh.cost.n_tokens / en.cost.n_tokens,
+              zh_chars=zh.cost.n_chars, en_chars=en.cost.n_chars, model=zh.model,
+              zh_ms=zh.ttft.median * 1e3, en_ms=en.ttft.median * 1e3, t_ratio=zh.ttft.median / en.ttft.median)
+    if zh.ttft.median > en.ttft.median:  # the English texts end in a space where a sentence follows; Chinese needs none
+        text += tr("Same meaning, more tokens, more prefill: every token goes through every layer, so the "
+                         "prompt's matrix products grow with its token count (the sweep above). The time grows less "
+                         "than the tokens because part of a short prompt's TTFT does not depend on its length "
+                         "(tokenizing, the LM head for the last position, Python).")
+    else:
+        text += tr("Here the difference was lost in the noise of two short prompts (re-run the cell); in "
+                         "arithmetic the prompts still differ by their token counts, as the sweep above shows.")
+    return text + "\n\n" + tr(
+        "The answer pays again, one decode step per token: the sample answer sentence is {zh_tokens} tokens in "
+        "Chinese and {en_tokens} in English, so at a TPOT of {tpot:.1f} ms (measured on {model} in section 4) it "
+        "streams in about {zh_ms:.0f} ms against {en_ms:.0f} ms.", zh_tokens=answer_zh.n_tokens,
+        en_tokens=answer_en.n_tokens, tpot=tpot_s * 1e3, model=zh.model, zh_ms=answer_zh.n_tokens * tpot_s * 1e3,
+        en_ms=answer_en.n_tokens * tpot_s * 1e3)
