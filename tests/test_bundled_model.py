@@ -49,7 +49,7 @@ def test_a_chinese_stream_never_shows_a_replacement_character(model, seed):
 
 
 def test_thinking_split_of_a_chinese_answer_shows_whole_characters(model):
-    from inferlab.measure.latency import split_thinking
+    from inferlab.measure.thinking import split_thinking
 
     trace = il.generate(model, "床前明月光，", max_new_tokens=12, seed=1, stop_at_eos=False)
     assert any(p.startswith("⟨") for p in trace.generated_pieces)  # tokens alone: byte pieces, shown as hex

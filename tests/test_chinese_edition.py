@@ -137,8 +137,8 @@ def _figure_text(fig) -> str:
 
 
 def test_chinese_labels_for_jobs_languages_kernels_and_hardware():
+    from inferlab.cost import PUBLISHED_MEMORY, HardwareFloor
     from inferlab.measure.kernels import RECORDING, KernelComparison
-    from inferlab.measure.latency import PUBLISHED_MEMORY, HardwareFloor
     from inferlab.measure.sweeps import Sweep
     from inferlab.narrate import n07
     from inferlab.tokens import TextCost

@@ -10,8 +10,8 @@ import os
 import subprocess
 import sys
 
+from inferlab import cost
 from inferlab.cost import Shape
-from inferlab.measure import latency
 from inferlab.tools import gpu_check, notebook_tools
 
 
@@ -95,7 +95,7 @@ def test_hardware_floors_by_hand():
     # 7B-class model in fp16 (Mistral-7B's published shape): weights + 257 cached positions per step.
     shapes = {"mistral": Shape("m", 32, 32, 4096, 32000, 32768, bytes_per_element=2, n_kv_head=8,
                                        d_ff=14336, tied_head=False)}
-    rows = latency.hardware_floors(shapes, context=256)
+    rows = cost.hardware_floors(shapes, context=256)
     by_name = {r.spec.name: r for r in rows}
     # by hand: block = 4096*4096*2 + 2*4096*1024 + 3*4096*14336 = 33,554,432 + 8,388,608 + 176,160,768
     # = 218,103,808; x32 = 6,979,321,856; + 2 x 32000*4096 = 262,144,000 -> 7,241,465,856 weights = 14,482,931,712 B;

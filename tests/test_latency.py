@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 import inferlab as il
-from inferlab import measure
+from inferlab import cost, measure
 from inferlab.cost import PUBLISHED_SHAPES, MachineProfile, decode_cost
-from inferlab.measure import Sweep
+from inferlab.measure import Sweep, thinking
 from inferlab.measure import latency as L
 from inferlab.timing import Latency
 from inferlab.viz import latency as V
@@ -30,7 +30,7 @@ def fake_measurement(trace, ttfts=(0.010, 0.012, 0.011), tpot=0.002, n=5) -> L.M
 # ----------------------------------------------------------------------------- helpers
 def test_token_times_rebuilds_arrivals():
     lat = Latency.from_times(1.0, [1.25, 1.30, 1.34, 1.40, 1.45])
-    assert L.token_times(lat) == pytest.approx([0.25, 0.30, 0.34, 0.40, 0.45])  # TTFT, then + each gap
+    assert thinking.token_times(lat) == pytest.approx([0.25, 0.30, 0.34, 0.40, 0.45])  # TTFT, then + each gap
 
 
 def test_summary_markdown_converts_to_ms():
@@ -89,17 +89,17 @@ def test_tpot_sweep_bins_every_gap(model):
 
 
 def test_thinking_delays_the_first_visible_token(model):
-    points = L.thinking_sweep(model, PROMPT, (0, 4), answer_tokens=2, repeats=2, warmup=0)
+    points = measure.thinking_sweep(model, PROMPT, (0, 4), answer_tokens=2, repeats=2, warmup=0)
     assert points[0].first_visible == points[0].first_token  # no thinking: TTFT is the visible TTFT
     assert all(v > f for v, f in zip(points[1].first_visible, points[1].first_token))
 
 
 def test_split_thinking(short_trace):
-    hidden, visible, lat = L.split_thinking(short_trace, 2)
+    hidden, visible, lat = measure.split_thinking(short_trace, 2)
     assert hidden + visible == "".join(short_trace.generated_pieces)
     assert lat.ttft == short_trace.token_times[2] and lat.n_tokens == len(short_trace.token_times) - 2
     with pytest.raises(ValueError, match="budget"):
-        L.split_thinking(short_trace, 99)
+        measure.split_thinking(short_trace, 99)
 
 
 def test_load_variant_and_compare(model):
@@ -213,7 +213,7 @@ def test_model_size_and_thinking_figures(model, short_trace):
     fig = V.model_sizes(preds)
     assert any("PREDICTED" in (t.name or "") for t in fig.data)
     assert fig.layout.yaxis.type == "log"
-    pts = [L.ThinkingPoint(0, (0.01,), (0.01,), (0.002,)), L.ThinkingPoint(10, (0.01,), (0.03,), (0.002,))]
+    pts = [measure.ThinkingPoint(0, (0.01,), (0.01,), (0.002,)), measure.ThinkingPoint(10, (0.01,), (0.03,), (0.002,))]
     fig = V.thinking(pts)
     assert list(fig.data[-1].y) == pytest.approx([10.0, 30.0])  # TTFT + budget x TPOT, in ms
 
@@ -321,11 +321,11 @@ def test_narrate_hardware_table_is_labelled_computed():
     from inferlab.narrate import n07
 
     gpt2 = PUBLISHED_SHAPES["gpt2"]
-    rows = L.hardware_floors({"gpt2": gpt2}, context=0)
+    rows = cost.hardware_floors({"gpt2": gpt2}, context=0)
     table = n07.hardware_table(rows)
     assert table.startswith("**Computed from published specifications, not measured.**")
     assert "| NVIDIA H200 | 4,800 GB/s |" in table and "NVIDIA H200 Tensor Core GPU datasheet" in table
-    assert table.count("\n| ") == len(L.PUBLISHED_MEMORY) + 1  # header + one row per device
+    assert table.count("\n| ") == len(cost.PUBLISHED_MEMORY) + 1  # header + one row per device
     assert "(900 -> 3350 GB/s, 3.7x)" in n07.hardware_point(rows, "gpt2")
 
 

@@ -12,12 +12,13 @@ measured on the device in use by ``inferlab.measure.measure_machine``; this modu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from .errors import bad_value, check_number
 from .i18n import tr
 from .plain import plain
-from .units import bound_text
+from .units import bound_text, ms_cell
 
 
 @dataclass(frozen=True)
@@ -227,3 +228,58 @@ def published_shape(name: str) -> Shape:
         names = sorted({*GPT2_SHAPES, *PUBLISHED_SHAPES})
         raise bad_value("name", name, f"one of {names}", "use a published model name, e.g. 'gpt2'")
     return shape
+
+
+# ----------------------------------------------------------------------------- published hardware (vendors' numbers)
+@dataclass(frozen=True)
+class MemorySpec:
+    """One device's published memory bandwidth (a vendor's specification, not measured here)."""
+
+    name: str
+    bytes_per_s: float
+    source: str  # the document the number comes from
+    match: tuple[str, ...] = ()  # substrings of ``torch.cuda.get_device_name()`` that identify this GPU
+
+
+PUBLISHED_MEMORY: dict[str, MemorySpec] = {s.name: s for s in (
+    MemorySpec("laptop, DDR5-5600 (2 channels)", 89.6e9,
+               "JEDEC DDR5 (JESD79-5): 5600 MT/s x 8 bytes x 2 channels"),
+    MemorySpec("Apple M2", 100e9, "Apple M2 press release and MacBook Air (M2) technical specifications"),
+    MemorySpec("Apple M3 Max", 400e9, "Apple MacBook Pro (M3 Max) technical specifications"),
+    MemorySpec("NVIDIA V100 (SXM2)", 900e9, "NVIDIA Tesla V100 GPU datasheet", ("V100",)),
+    MemorySpec("NVIDIA A100 40GB", 1555e9, "NVIDIA A100 Tensor Core GPU datasheet", ("A100", "40GB")),
+    MemorySpec("NVIDIA A100 80GB (SXM)", 2039e9, "NVIDIA A100 Tensor Core GPU datasheet", ("A100", "80GB")),
+    MemorySpec("NVIDIA H100 SXM", 3350e9, "NVIDIA H100 Tensor Core GPU datasheet", ("H100", "HBM3")),
+    MemorySpec("NVIDIA H200", 4800e9, "NVIDIA H200 Tensor Core GPU datasheet", ("H200",)),
+)}
+
+
+@dataclass(frozen=True)
+class HardwareFloor:
+    """The decode floors a published bandwidth predicts: seconds per token, by model name (not measured)."""
+
+    spec: MemorySpec
+    floors: dict[str, float]  # model name -> (weights + KV cache bytes of one step) / published bandwidth
+    step_bytes: dict[str, float]
+
+    def __repr__(self) -> str:
+        parts = ", ".join(f"{k} {ms_cell(v)} ms" for k, v in self.floors.items())
+        return tr("HardwareFloor({name}, {bandwidth:.0f} GB/s: {parts})", name=self.spec.name,
+                  bandwidth=self.spec.bytes_per_s / 1e9, parts=parts)
+
+
+def hardware_floors(shapes: Mapping[str, Shape], context: int = 256,
+                    specs: Sequence[MemorySpec] | None = None) -> list[HardwareFloor]:
+    """Decode-step floors (batch 1, ``context`` tokens cached) on each published device: bytes / bandwidth.
+
+    Computed from published specifications, not measured: a real step is slower (the floor is the
+    time to read the bytes once at full speed, with nothing else going on).
+
+    >>> gpt2 = Shape("gpt2", 12, 12, 768, 50257, 1024, bytes_per_element=2)
+    >>> round(hardware_floors({"gpt2": gpt2}, context=0)[-1].floors["gpt2"] * 1e6)   # H200, microseconds
+    51
+    """
+    check_number("context", context, low=0, integer=True)
+    step = {name: decode_cost(shape, context).bytes for name, shape in shapes.items()}
+    return [HardwareFloor(s, {k: b / s.bytes_per_s for k, b in step.items()}, step)
+            for s in (specs or PUBLISHED_MEMORY.values())]

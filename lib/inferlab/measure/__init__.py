@@ -27,14 +27,11 @@ from .cache_on_off import CacheComparison, compare_cache
 from .kernels import KernelComparison, attention_kernels, kernel_sweep
 from .latency import (
     Measurement,
-    ThinkingPoint,
     cached_model,
     compare,
     load_variant,
     measure,
     prompt_of_length,
-    split_thinking,
-    thinking_sweep,
     timing_model,
     tpot_sweep,
     ttft_sweep,
@@ -55,6 +52,7 @@ from .roofline import (
 )
 from .speedups import PathRow, QuantRow, bench_prompt, compiled_decoder, decode_paths, quant_rows, scoreboard_rows
 from .sweeps import Sweep, batch_sweep, decode_sweep, prefill_sweep, sample_ids, turn_batch
+from .thinking import ThinkingPoint, split_thinking, thinking_sweep
 
 __all__ = [
     "CacheComparison",

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from ..cost import HardwareFloor
 from ..i18n import by_language, tr
 from ..measure.languages import PromptTTFT
-from ..measure.latency import HardwareFloor, Measurement
+from ..measure.latency import Measurement
 from ..measure.profiling import group_label
 from ..tokens import TextCost
 from ..units import ms
@@ -170,7 +171,7 @@ def step_profile(groups: Mapping[str, float], step_s: float, model: str) -> str:
 
 
 def _spec(text: str) -> str:
-    """A device name or source of ``measure.latency.PUBLISHED_MEMORY`` (stored in English) in the reader's language."""
+    """A device name or source of ``cost.PUBLISHED_MEMORY`` (stored in English) in the reader's language."""
     return {"laptop, DDR5-5600 (2 channels)": tr("laptop, DDR5-5600 (2 channels)"),
             "JEDEC DDR5 (JESD79-5): 5600 MT/s x 8 bytes x 2 channels":
                 tr("JEDEC DDR5 (JESD79-5): 5600 MT/s x 8 bytes x 2 channels"),

@@ -6,7 +6,7 @@ On a CUDA GPU it
 2. times the engine (``inferlab.generate``), Hugging Face's ``generate()`` and the fast path (CUDA
    graphs on, and ``torch.compile`` where it compiles), interleaved, with ``tools.bench.bench_model``;
 3. prints one table of median TTFT and TPOT against the GPU's floors: the floor from the bandwidth
-   measured here and, for a GPU on the published list (``measure.latency.PUBLISHED_MEMORY``), the
+   measured here and, for a GPU on the published list (``cost.PUBLISHED_MEMORY``), the
    floor from its vendor's specification;
 4. executes every notebook of the course on the GPU (a copy of each: the stored notebooks are not
    touched), and prints each one's time or the cell that failed.
@@ -39,7 +39,7 @@ def published_bandwidth(gpu_name: str) -> tuple[str, float] | None:
     >>> published_bandwidth("NVIDIA H200")[1] / 1e12
     4.8
     """
-    from ..measure.latency import PUBLISHED_MEMORY
+    from ..cost import PUBLISHED_MEMORY
 
     lowered = gpu_name.lower()
     for name, spec in PUBLISHED_MEMORY.items():
