@@ -10,6 +10,7 @@ import torch.nn.functional as F
 import inferlab as il
 from inferlab import _hf, heads, hooks
 from inferlab import attention as A
+from inferlab.logit_lens import logit_lens
 from inferlab.narrate import n03
 from inferlab.viz import attention as va
 from inferlab.viz import heads as vh
@@ -76,7 +77,7 @@ def test_entropy():
 
 
 def test_logit_lens_last_stage_is_the_model_output(model, pat):
-    lens = heads.logit_lens(model, pat.residual, pat.ids, k=3)
+    lens = logit_lens(model, pat.residual, pat.ids, k=3)
     L, T = model.info.n_layer, pat.shape[2]
     assert lens.top_ids.shape == (L + 1, T, 3) and lens.next_prob.shape == (L + 1, T - 1)
     full = il.forward_full(model, [pat.ids])[0]
@@ -92,7 +93,7 @@ def test_score_entropy_lens_figures(model, pat):
     assert len(va.head_scores_figure(scores).data) == 3
     ent = va.entropy_figure(heads.attention_entropy(pat.attention), heads.uniform_entropy(pat.shape[2]))
     assert len(ent.data) == model.info.n_head + 1 and "bits" in ent.layout.yaxis.title.text
-    lens = heads.logit_lens(model, pat.residual, pat.ids)
+    lens = logit_lens(model, pat.residual, pat.ids)
     fig = va.logit_lens_figure(lens)
     assert list(fig.data[0].y) == lens.layer_names
     assert repr(show_token(lens.top_pieces[-1][0][0])) in fig.data[0].customdata[-1][0]

@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import inferlab as il
-from inferlab import fast, heads
+from inferlab import fast
 from inferlab import quantize as q
+from inferlab.logit_lens import logit_lens
 
 PROMPT = "To be, or not to be, that is the question"
 
@@ -107,7 +108,7 @@ def test_quantized_copies_are_refused_where_plain_weights_are_needed(model, logi
     with pytest.raises(ValueError, match="quantized"):
         fast.FastDecoder(int8.model, 16)
     with pytest.raises(ValueError, match="LM head"):
-        heads.logit_lens(int8.model, torch.zeros(2, 3, model.info.d_model))
+        logit_lens(int8.model, torch.zeros(2, 3, model.info.d_model))
 
 
 @pytest.mark.skipif(not q.int4_supported(), reason="this PyTorch has no int4 CPU kernel")

@@ -1,7 +1,7 @@
 """Attention figures: one head's pattern, all heads as small multiples, a query row, head scores,
 entropy by layer, the logit lens, prefill vs decode rows, and kernel timings.
 
-Inputs are recorded data (``attention.Patterns``, ``heads.HeadScores``, ``heads.LogitLens``, ``Trace``, tensors);
+Inputs are recorded data (``attention.Patterns``, ``heads.HeadScores``, ``logit_lens.LogitLens``, ``Trace``, tensors);
 nothing here runs a model. Patterns are ``[layers, heads, query_pos, key_pos]``; rows are queries.
 """
 
@@ -15,8 +15,9 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..attention import LayerByHand, Patterns
-from ..heads import HeadScores, LogitLens
+from ..heads import HeadScores
 from ..i18n import tr
+from ..logit_lens import LogitLens
 from ..measure.kernels import KernelComparison
 from ..trace import Trace
 from . import PALETTE, base_layout, require, show_token
@@ -266,7 +267,7 @@ def entropy_figure(entropy: torch.Tensor, uniform_bits: float) -> go.Figure:
 
 
 def _stage_name(name: str) -> str:
-    """A logit-lens stage in the reader's language: ``heads.logit_lens`` names them "embeddings", "block 0", ..."""
+    """A logit-lens stage in the reader's language: ``logit_lens`` names them "embeddings", "block 0", ..."""
     if name == "embeddings":
         return tr("embeddings")
     number = name.removeprefix("block ")
@@ -275,7 +276,7 @@ def _stage_name(name: str) -> str:
 
 def logit_lens_figure(lens: LogitLens) -> go.Figure:
     """Top-1 prediction after each layer (rows) at each position (columns); colour = its probability."""
-    require(isinstance(lens, LogitLens), tr("lens must come from heads.logit_lens(m, residual, ids)."))
+    require(isinstance(lens, LogitLens), tr("lens must come from inferlab.logit_lens.logit_lens(m, residual, ids)."))
     n, T, _ = lens.top_ids.shape
     pieces = lens.pieces or [str(i) for i in range(T)]
     stages = [_stage_name(name) for name in lens.layer_names]
