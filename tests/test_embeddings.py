@@ -8,6 +8,7 @@ import torch
 
 import inferlab as il
 from inferlab import embeddings as E
+from inferlab import vocab_space as VS
 from inferlab.hooks import capture
 from inferlab.viz import embeddings as ve
 from inferlab.widgets import embeddings as we
@@ -15,7 +16,7 @@ from inferlab.widgets import embeddings as we
 
 @pytest.fixture(scope="module")
 def space(model):
-    return E.vocab_space(model)
+    return VS.vocab_space(model)
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +26,7 @@ def toy(model):
     wte = torch.randn(model.info.vocab_size, 16, generator=g)
     wte[40000:40200] = wte[40000]
     unit = torch.nn.functional.normalize(wte, dim=-1)
-    return E.VocabSpace(model.tokenizer, wte, unit, E.shared_rows(wte))
+    return VS.VocabSpace(model.tokenizer, wte, unit, VS.shared_rows(wte))
 
 
 def test_lookup_is_wte_rows(model):
@@ -96,7 +97,7 @@ def test_nearest_matches_brute_force(toy):
 
 
 def test_nearest_messages(toy):
-    with pytest.raises(E.NotOneToken, match="not one token") as info:
+    with pytest.raises(VS.NotOneToken, match="not one token") as info:
         toy.nearest("duke")
     assert info.value.pieces == ["·d", "uke"] and "Fix" in str(info.value)
     with pytest.raises(ValueError, match="word"):
@@ -109,7 +110,7 @@ def test_nearest_messages(toy):
 
 
 def test_nearest_not_one_token_never_prints_replacement(toy):
-    with pytest.raises(E.NotOneToken) as info:
+    with pytest.raises(VS.NotOneToken) as info:
         toy.nearest("量子", leading_space=False)
     assert "\ufffd" not in str(info.value)
 
@@ -135,7 +136,7 @@ def test_projection_is_pca(toy):
 def test_cohesion(toy):
     wte = toy.wte.clone()
     wte[toy.token_id("one")] = wte[toy.token_id("two")] * 2  # make one group tight
-    s = E.VocabSpace(toy.tokenizer, wte, torch.nn.functional.normalize(wte, dim=-1), toy.shared)
+    s = VS.VocabSpace(toy.tokenizer, wte, torch.nn.functional.normalize(wte, dim=-1), toy.shared)
     c = s.cohesion({"tight": ["one", "two"], "other": ["king", "queen", "hand"]})
     assert c["tight"][0] == pytest.approx(1.0, abs=1e-5)
     assert abs(c["tight"][1]) < 0.1 and abs(c["other"][0]) < 0.5  # random rows: no background, no cohesion
@@ -158,7 +159,7 @@ def test_chance_separates_planted_neighbours(toy):
     king = toy.token_id("king")
     for w in ["queen", "prince", "lord"]:  # plant three close neighbours
         wte[toy.token_id(w)] = wte[king] + 0.1 * torch.randn(wte.shape[1], generator=g)
-    s = E.VocabSpace(toy.tokenizer, wte, torch.nn.functional.normalize(wte, dim=-1), toy.shared)
+    s = VS.VocabSpace(toy.tokenizer, wte, torch.nn.functional.normalize(wte, dim=-1), toy.shared)
     nb = s.nearest("king", 5)
     assert {n.token for n in nb.items[:3]} == {" queen", " prince", " lord"}
     assert all(n.cosine > c for n, c in zip(nb.items[:3], nb.chance))
@@ -245,7 +246,7 @@ def test_background_by_hand(toy):
     # (2, 0) would score 1 but is a shared copy, so it is left out.
     wte = torch.tensor([[1.0, 0], [0, 1], [1, 1], [-1, 0], [3, 4], [2, 0]])
     shared = torch.tensor([False, False, False, False, False, True])
-    s = E.VocabSpace(toy.tokenizer, wte, torch.nn.functional.normalize(wte, dim=-1), shared)
+    s = VS.VocabSpace(toy.tokenizer, wte, torch.nn.functional.normalize(wte, dim=-1), shared)
     median, top = s.background(0, share=0.999)
     assert median == pytest.approx(0.0)  # sorted -1, 0, 0.6, 0.7071: torch's median is the lower middle one
     assert top == pytest.approx(0.6 + 0.1071 * 0.997, abs=1e-3)  # 0.999 of the way: index 2.997 of 0..3

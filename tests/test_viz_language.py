@@ -16,7 +16,6 @@ import torch
 
 from inferlab import attention as A
 from inferlab import cost, diversity, i18n, measure
-from inferlab.embeddings import Projection
 from inferlab.measure import Sweep
 from inferlab.sampling import SamplingConfig, filter_stages
 from inferlab.tokens import TextCost
@@ -29,6 +28,7 @@ from inferlab.viz import latency as vl
 from inferlab.viz import roofline as vr
 from inferlab.viz import sampling as vs
 from inferlab.viz import tokens as vt
+from inferlab.vocab_space import Projection
 
 CJK = re.compile(r"[\u3400-\u9fff]")
 # Latin words a Chinese figure keeps: the articles' terms (token, Prefill, Decode, KV Cache, TTFT, TPOT, Top-k ...),

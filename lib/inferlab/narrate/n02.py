@@ -6,8 +6,8 @@
 
 from __future__ import annotations
 
-from ..embeddings import group_name
 from ..i18n import tr
+from ..vocab_space import group_name
 from . import join
 
 

@@ -14,9 +14,10 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from ..embeddings import FirstResidual, Neighbours, Projection, group_name
+from ..embeddings import FirstResidual
 from ..i18n import tr
 from ..tokens import visible
+from ..vocab_space import Neighbours, Projection, group_name
 from . import PALETTE, base_layout, require, text_width
 
 _DIVERGING = "RdBu_r"

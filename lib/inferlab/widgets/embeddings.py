@@ -1,6 +1,6 @@
 """Embedding widgets: nearest-neighbour search and a PCA explorer where the learner adds words.
 
-Both take a ``VocabSpace`` (``inferlab.embeddings.vocab_space(m)``), built once: callbacks only index it.
+Both take a ``VocabSpace`` (``inferlab.vocab_space.vocab_space(m)``), built once: callbacks only index it.
 
     >>> space = vocab_space(m)                       # doctest: +SKIP
     >>> neighbour_search(space, "king")              # doctest: +SKIP
@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 import ipywidgets as w
 from IPython.display import display
 
-from ..embeddings import WORD_GROUPS, VocabSpace
 from ..i18n import tr
 from ..viz.embeddings import neighbour_bars, pca_scatter
+from ..vocab_space import WORD_GROUPS, VocabSpace
 from . import message, titled
 
 
