@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab import fast_choice
+from inferlab.fast import choice as fast_choice
 from inferlab.cost import MachineProfile, Shape, prefill_cost
 from inferlab.measure import KernelComparison, Sweep, speedups
 from inferlab.tools import bench

@@ -22,7 +22,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("trace",),                                             # what one run recorded
     ("generation", "recorder", "charstream"),               # settings, streamed text, recording; bytes into characters
     ("engine",),                                            # prefill, decode_step, generate, stream
-    ("embeddings", "attention", "heads", "fast", "fast_choice", "quantize", "diversity"),  # each lesson's model work
+    ("embeddings", "attention", "heads", "fast", "quantize", "diversity"),  # each lesson's model work
     ("measure", "about"),                                   # timing sweeps, roofline, latency; the machine
     ("narrate",),                                           # each finding as Markdown, with its other-outcome branch
     ("viz",),                                               # figures from plain data

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 import torch
 
-from inferlab import cost, fast, fast_choice
+from inferlab import cost, fast
 from inferlab.measure import profiling, speedups
 from inferlab.measure.kernels import KernelComparison
 from inferlab.measure.sweeps import Sweep
@@ -140,14 +140,14 @@ def test_product_rates_cover_every_product_of_a_step(model):
 def test_narrate_the_layout_choice_and_its_other_outcomes():
     from inferlab.narrate import n08
 
-    won = fast_choice.Choice("rows", True, {"rows+compile": 0.040, "packed": 0.050, "tied": 0.060})
+    won = fast.Choice("rows", True, {"rows+compile": 0.040, "packed": 0.050, "tied": 0.060})
     text = n08.layout_choice(won)
     assert "kept **rows+compile**, 1.25x faster than the runner-up, *packed*" in text
     assert "compiler's loops" in text and "noise" not in text
-    tie = fast_choice.Choice("tied", False, {"tied": 0.0400, "transposed": 0.0404}, "cached")
+    tie = fast.Choice("tied", False, {"tied": 0.0400, "transposed": 0.0404}, "cached")
     text = n08.layout_choice(tie)
     assert "plain path won" in text and "within the noise" in text and "forget()" in text
-    alone = fast_choice.Choice("tied", False, source="only candidate")
+    alone = fast.Choice("tied", False, source="only candidate")
     assert "one layout" in n08.layout_choice(alone)
 
 

@@ -2,14 +2,14 @@
 
 In the reader's language (``inferlab.i18n.tr``).
 
->>> from inferlab.fast_choice import Choice
+>>> from inferlab.fast.choice import Choice
 >>> layout_choice(Choice("packed", False, {"packed": 0.040, "tied": 0.048}))[:45]
 '`FastDecoder(weights="auto")` timed 2 layouts'
 """
 
 from __future__ import annotations
 
-from ..fast_choice import Choice
+from ..fast.choice import Choice
 from ..i18n import tr
 from ..measure.profiling import ProductRate, StepProfile, group_label
 from ..measure.speedups import PrefillTimes
@@ -51,7 +51,7 @@ def layout_choice(choice: Choice) -> str:
                    "another run could pick the other one at no real cost.")
     if choice.source == "cached":
         text += tr(" (This choice was measured in an earlier run on this machine and remembered; "
-                   "`inferlab.fast_choice.forget()` measures again, e.g. after the machine was busy.)")
+                   "`inferlab.fast.choice.forget()` measures again, e.g. after the machine was busy.)")
     for name, why in choice.left_out.items():
         text += tr(" *{name}* could not run here ({why}).", name=name, why=why)
     return text

@@ -6,7 +6,7 @@ of each): the engine untraced (``inferlab.generate``), the engine recording ever
 fast path (``inferlab.fast.FastDecoder``), eager and compiled (``fast+compile``: ``torch.compile``
 of the decode step; tens of seconds of compiling first, and left out with its reason where this
 PyTorch cannot compile, e.g. no C++ compiler). Both fast paths take ``weights="auto"``: the layout
-measured fastest here (``inferlab.fast_choice``), named in the table's notes with its margin. It
+measured fastest here (``inferlab.fast.choice``), named in the table's notes with its margin. It
 prints one table of median TTFT and TPOT with each number's ratio to its roofline floor (measured in
 the same run: each request follows a short matmul-rate measurement, and its TTFT is judged against the
 floor at that rate, since a shared machine's speed drifts from second to second), headed by the
@@ -227,7 +227,7 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     import torch
 
-    from ..fast_choice import cpu_name, library_versions
+    from ..fast.choice import cpu_name, library_versions
     from ..measure.machine import measure_bandwidth, measure_machine
     from ..models import load
 
