@@ -42,10 +42,36 @@ def test_profile_step_adds_up(model):
     assert prof.groups["matmuls"] > 0 and prof.groups["attention"] > 0
     calls = {name: count for name, _, count in prof.top_ops}  # per step
     assert calls["aten::addmm"] == 4 * model.info.n_layer  # qkv, attention out, fc, MLP out in every block
-    assert sum(c for name, c in calls.items() if "scaled_dot_product" in name) == model.info.n_layer
+    # once per block: SDPA and, when it made the top twelve, the kernel it dispatched to (each counted once)
+    assert {c for name, c in calls.items() if "scaled_dot_product" in name} == {model.info.n_layer}
     fig = speed.profile_bars([prof], floor_s=1e-3)
     assert len(fig.data) == len(profiling.GROUPS)
     assert "ms" in fig.layout.xaxis.title.text
+
+
+def test_profile_paths_profile_the_engine_and_each_decoder_after_the_same_prompt(model):
+    ids = model.encode(PROMPT)
+    decoders = {"fast": fast.FastDecoder(model, len(ids) + 8, weights="tied"),
+                "fast+compile": fast.FastDecoder(model, len(ids) + 8, weights="transposed")}  # a compile that lost
+    profiles = profiling.profile_paths(model, ids, decoders, repeats=2, warmup=1)
+    assert list(profiles) == ["engine", "fast", "fast+compile"]
+    assert [p.label for p in profiles.values()] == ["engine step (HF forward)", "fast step",
+                                                    "fast step (compile lost to transposed)"]
+    assert all(p.groups["matmuls"] > 0 for p in profiles.values())
+    calls = {name: count for name, _, count in profiles["fast"].top_ops}
+    assert calls["aten::addmm"] == 4 * model.info.n_layer  # qkv, attention out, fc, MLP out in every block
+    assert decoders["fast"].tokens == len(ids) + 1 + 2 * 2  # after the prompt: one warm-up, two timed, two profiled
+
+
+def test_fast_decoders_are_the_measured_layout_and_the_compiled_one_when_asked(model, monkeypatch):
+    decoders, left_out = speedups.fast_decoders(model, 32, PROMPT, compile=False)
+    assert list(decoders) == ["fast"] and left_out == {}
+    assert decoders["fast"].choice is not None and not decoders["fast"].compiled  # weights="auto", eager
+    compiled = fast.FastDecoder(model, 32, weights="tied")
+    monkeypatch.setattr(speedups, "compiled_decoder", lambda *args, **kwargs: (compiled, None))
+    decoders, _ = speedups.fast_decoders(model, 32, PROMPT, compile=True)
+    assert list(decoders) == ["fast", "fast+compile"] and decoders["fast+compile"] is compiled
+    assert profiling.path_label("fast+compile", compiled) == "fast step (compile lost to tied)"
 
 
 def test_peak_bytes_sees_an_allocation():
