@@ -59,7 +59,7 @@ def short_trace(model) -> il.Trace:
 @pytest.fixture(scope="module")
 def own_choice_cache(tmp_path_factory):
     """weights="auto" remembers its measurements: a module that times layouts keeps its own, in a fresh folder."""
-    from inferlab import fast_choice
+    from inferlab.fast import choice as fast_choice
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("INFERLAB_CACHE", str(tmp_path_factory.mktemp("choice_cache")))

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from inferlab import fast_choice
 from inferlab.cost import MachineProfile, Shape, prefill_cost
+from inferlab.fast import choice as fast_choice
 from inferlab.measure import KernelComparison, Sweep, speedups
 from inferlab.tools import bench
 from inferlab.viz import speed
@@ -72,6 +72,16 @@ def test_benchmark_command_writes_json_and_table(tmp_path, capsys):
     assert result["torch"] in printed and "MKL:" in printed and "oneDNN:" in printed
     assert r["choices"]["fast"]["summary"] in printed  # which layout the fast path measured fastest
     assert result["command"].startswith("python -m inferlab.tools.bench")
+
+
+def test_bench_profiles_each_path_through_the_measure_module(model):
+    result = bench.bench_model(model, prompt_tokens=8, new_tokens=3, repeats=1, variants=("engine", "fast"),
+                               profile=True, log=lambda *_: None)
+    assert list(result["profiles"]) == ["engine", "fast"]  # the variants' names, as measure.profile_paths returns
+    assert result["profiles"]["fast"]["label"] == "fast step" and result["profiles"]["fast"]["step_s"] > 0
+    assert [r["name"] for r in result["product_rates"]["fast"]] == ["qkv", "attn_out", "fc", "mlp_out", "head"]
+    text = bench.table([result])
+    assert "profile of one engine step (HF forward):" in text and "profile of one fast step:" in text
 
 
 def test_apply_floors_by_hand():

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import inferlab as il
-from inferlab import fast, fast_choice
+from inferlab import fast
+from inferlab.fast import choice as fast_choice
 from inferlab.measure import profiling
 
 PROMPT = "To be, or not to be, that is the question"

@@ -24,8 +24,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("trace",),                                             # what one run recorded (with its settings and model)
     ("recorder",),                                          # recording one run into its trace
     ("engine",),                                            # prefill, decode_step, generate, stream
-    ("embeddings", "vocab_space", "attention", "heads", "logit_lens", "fast", "fast_choice", "quantize",
-     "diversity"),                                          # each lesson's model work
+    ("embeddings", "vocab_space", "attention", "heads", "logit_lens", "fast", "quantize", "diversity"),  # lessons
     ("measure", "about"),                                   # timing sweeps, roofline, latency; the machine
     ("narrate",),                                           # each finding as Markdown, with its other-outcome branch
     ("viz",),                                               # figures from plain data

@@ -11,7 +11,7 @@ import dataclasses
 import pytest
 import torch
 
-from inferlab import cost, fast, fast_choice
+from inferlab import cost, fast
 from inferlab.measure import profiling, speedups
 from inferlab.measure.kernels import KernelComparison
 from inferlab.measure.sweeps import Sweep
@@ -42,10 +42,36 @@ def test_profile_step_adds_up(model):
     assert prof.groups["matmuls"] > 0 and prof.groups["attention"] > 0
     calls = {name: count for name, _, count in prof.top_ops}  # per step
     assert calls["aten::addmm"] == 4 * model.info.n_layer  # qkv, attention out, fc, MLP out in every block
-    assert sum(c for name, c in calls.items() if "scaled_dot_product" in name) == model.info.n_layer
+    # once per block: SDPA and, when it made the top twelve, the kernel it dispatched to (each counted once)
+    assert {c for name, c in calls.items() if "scaled_dot_product" in name} == {model.info.n_layer}
     fig = speed.profile_bars([prof], floor_s=1e-3)
     assert len(fig.data) == len(profiling.GROUPS)
     assert "ms" in fig.layout.xaxis.title.text
+
+
+def test_profile_paths_profile_the_engine_and_each_decoder_after_the_same_prompt(model):
+    ids = model.encode(PROMPT)
+    decoders = {"fast": fast.FastDecoder(model, len(ids) + 8, weights="tied"),
+                "fast+compile": fast.FastDecoder(model, len(ids) + 8, weights="transposed")}  # a compile that lost
+    profiles = profiling.profile_paths(model, ids, decoders, repeats=2, warmup=1)
+    assert list(profiles) == ["engine", "fast", "fast+compile"]
+    assert [p.label for p in profiles.values()] == ["engine step (HF forward)", "fast step",
+                                                    "fast step (compile lost to transposed)"]
+    assert all(p.groups["matmuls"] > 0 for p in profiles.values())
+    calls = {name: count for name, _, count in profiles["fast"].top_ops}
+    assert calls["aten::addmm"] == 4 * model.info.n_layer  # qkv, attention out, fc, MLP out in every block
+    assert decoders["fast"].tokens == len(ids) + 1 + 2 * 2  # after the prompt: one warm-up, two timed, two profiled
+
+
+def test_fast_decoders_are_the_measured_layout_and_the_compiled_one_when_asked(model, monkeypatch):
+    decoders, left_out = speedups.fast_decoders(model, 32, PROMPT, compile=False)
+    assert list(decoders) == ["fast"] and left_out == {}
+    assert decoders["fast"].choice is not None and not decoders["fast"].compiled  # weights="auto", eager
+    compiled = fast.FastDecoder(model, 32, weights="tied")
+    monkeypatch.setattr(speedups, "compiled_decoder", lambda *args, **kwargs: (compiled, None))
+    decoders, _ = speedups.fast_decoders(model, 32, PROMPT, compile=True)
+    assert list(decoders) == ["fast", "fast+compile"] and decoders["fast+compile"] is compiled
+    assert profiling.path_label("fast+compile", compiled) == "fast step (compile lost to tied)"
 
 
 def test_peak_bytes_sees_an_allocation():
@@ -140,14 +166,14 @@ def test_product_rates_cover_every_product_of_a_step(model):
 def test_narrate_the_layout_choice_and_its_other_outcomes():
     from inferlab.narrate import n08
 
-    won = fast_choice.Choice("rows", True, {"rows+compile": 0.040, "packed": 0.050, "tied": 0.060})
+    won = fast.Choice("rows", True, {"rows+compile": 0.040, "packed": 0.050, "tied": 0.060})
     text = n08.layout_choice(won)
     assert "kept **rows+compile**, 1.25x faster than the runner-up, *packed*" in text
     assert "compiler's loops" in text and "noise" not in text
-    tie = fast_choice.Choice("tied", False, {"tied": 0.0400, "transposed": 0.0404}, "cached")
+    tie = fast.Choice("tied", False, {"tied": 0.0400, "transposed": 0.0404}, "cached")
     text = n08.layout_choice(tie)
     assert "plain path won" in text and "within the noise" in text and "forget()" in text
-    alone = fast_choice.Choice("tied", False, source="only candidate")
+    alone = fast.Choice("tied", False, source="only candidate")
     assert "one layout" in n08.layout_choice(alone)
 
 
@@ -207,3 +233,93 @@ def test_prefill_paths_time_both_and_leave_the_fast_cache_filled(model):
     assert 1e8 < times.flops_per_s < 1e14
     assert times.engine_x_floor > 0 and times.fast_x_floor > 0
     assert f"({times.fast_x_floor:.2f}x)" in repr(times) and "x floor" in repr(times)
+
+
+# ----------------------------------------------------------------------------- notebook 08's narration cells
+def _profile(label: str, step_s: float, **groups: float) -> profiling.StepProfile:
+    return profiling.StepProfile(label, step_s, {**dict.fromkeys(profiling.GROUPS, 0.0), **groups},
+                                 (("aten::addmm", step_s / 2, 4),))
+
+
+def test_narrate_the_step_floor_memory_or_compute_bound():
+    from inferlab.narrate import n08
+
+    # 40 MB and 80 MFLOP: 2 FLOP/byte, below a ridge of 5 -> memory-bound, floor 40 MB at 20 GB/s = 2 ms
+    slow = cost.Cost("decode", 1, 80e6, 40e6, floor_compute_s=80e6 / 100e9, floor_memory_s=40e6 / 20e9)
+    text = n08.step_floor(slow, ridge=5.0)
+    assert "**40.0 MB**" in text and "2.00 FLOP/byte, below this machine's ridge of 5.0" in text
+    assert "**memory-bound**" in text and "**2.000 ms**" in text and text.endswith("tries to remove.")
+    busy = cost.Cost("decode", 1, 800e6, 40e6, floor_compute_s=8e-3, floor_memory_s=2e-3)  # 20 FLOP/byte
+    assert "above this machine's ridge of 5.0), so it is **compute-bound**: its floor is **8.000 ms**" in \
+        n08.step_floor(busy, ridge=5.0)
+
+
+def test_narrate_the_profiled_paths_and_the_full_size_step():
+    from inferlab.narrate import n08
+
+    profiles = {"engine": _profile("engine step", 0.010, matmuls=0.004, **{"Python & dispatch": 0.006}),
+                "fast": _profile("fast step", 0.005, matmuls=0.004, **{"Python & dispatch": 0.001}),
+                "fast+compile": _profile("fast step, compiled", 0.004, **{"compiled graph (fused)": 0.004})}
+    text = n08.step_paths(profiles, floor_s=0.002)
+    assert text.splitlines()[0] == ("- **engine step**: 10.00 ms, 5.00x the floor; its largest part is "
+                                    "*Python & dispatch* (60%), Python & dispatch 60%")
+    assert "- **fast step**: 5.00 ms, 2.50x the floor; its largest part is *matmuls* (80%)" in text
+    assert "The paths do the same arithmetic" in text
+    floor = cost.Cost("decode", 1, 1e6, 100e6, floor_compute_s=1e-5, floor_memory_s=0.004)  # 100 MB, 4 ms
+    text = n08.full_size_steps(profiles, floor, 25e9, compiled=True)
+    assert "about **100 MB** per step: floor **4.0 ms**, at the 25.0 GB/s" in text
+    assert "*matmuls* take the largest share" in text and "read the weights at about 25.0 GB/s" in text  # 100 MB/4 ms
+    assert "the whole step took **4.0 ms**, weights read at 25.0 GB/s" in text
+    lost = n08.full_size_steps(profiles, floor, 25e9, compiled=False)  # the "fast+compile" decoder stayed eager
+    assert "The compiled step" not in lost and "- **fast step, compiled**" in lost
+
+
+def test_narrate_attention_memory_quant_table_and_batching():
+    from inferlab.narrate import n08
+
+    kernels = KernelComparison({"eager": _sweep("prefill", (16, 64), (0.01, 0.04)),
+                                "sdpa": _sweep("prefill", (16, 64), (0.01, 0.02))},
+                               {"eager": (2**20, 8 * 2**20), "sdpa": (2**20, 2 * 2**20)}, {"eager": (0.0, 0.0)})
+    text = n08.attention_memory(kernels, layer_bytes=2**20)
+    assert "At T = 64, eager prefill allocated up to **8.0 MiB** against SDPA's **2.0 MiB** (4.0x)" in text
+    assert "took 40.0 ms against 20.0 ms" in text and "(one 1.0 MiB matrix per layer" in text
+    rows = [speedups.QuantRow("fp32", "", 4_000_000, 4_000_000, 0.1, 0.02, 10.0, 1.0, 1.0),
+            speedups.QuantRow("int8", "", 1_000_000, 1_000_000, 0.1, 0.01, 10.5, 4.0, 2.0),
+            speedups.QuantRow("bf16", "", 2_000_000, 2_000_000, 0.1, 0.025, 10.1, 2.0, 0.8)]
+    table = n08.quant_table(rows)
+    assert "| int8 | 1.0 | 4.0x | 2.00x | 10.00 | 10.50 |" in table
+    assert "fastest format here was **int8** (2.00x fp32's speed, 4.0x predicted" in table
+    assert "largest perplexity was **int8**'s (10.50 against fp32's 10.00, +5.0%)" in table
+    batch = _sweep("decode-batch", (1, 8), (0.01, 0.02))  # 100 tokens/s at batch 1, 400 at batch 8
+    assert ("From batch 1 to 8, total throughput went from **100** to **400 tokens/s** (4.0x) while each user's "
+            "TPOT went from 10.00 to 20.00 ms (2.0x)") in n08.batching(batch)
+
+
+def test_narrate_the_decode_path_ladders_and_a_run_where_nothing_won():
+    from inferlab.narrate import n08
+
+    won = [speedups.PathRow("engine", 0.1, 0.020, (1,)), speedups.PathRow("fast", 0.1, 0.010, (1,), note="x")]
+    lost = [speedups.PathRow("engine", 0.1, 0.010, (1,)), speedups.PathRow("fast", 0.1, 0.012, (1,))]
+    text = n08.ladders(won, 0.005, lost, 0.005)
+    assert ("On the full-size GPT-2 shape the default engine's TPOT was 20.00 ms (4.00x the floor); the best path, "
+            "*fast (x)*, reached **10.00 ms (2.00x the floor)**, 2.00x faster.") in text
+    assert "On the bundled model the default engine's TPOT was 10.00 ms (2.00x the floor), and no other path" in text
+
+
+def test_the_op_picker_redraws_the_chosen_path_and_names_itself_where_no_kernel_runs():
+    from IPython.core.formatters import DisplayFormatter
+
+    from inferlab.widgets import speed as wspeed
+
+    profiles = {"engine": _profile("engine step", 0.010, matmuls=0.01), "fast": _profile("fast step", 0.005)}
+    box = wspeed.op_picker(profiles)
+    pick, out = box.children
+    assert list(pick.options) == ["engine step", "fast step"]
+    title = lambda: out.outputs[0]["data"]["application/vnd.plotly.v1+json"]["layout"]["title"]["text"]  # noqa: E731
+    assert "engine step" in title()
+    pick.value = "fast step"
+    assert "fast step" in title()
+    shown, _ = DisplayFormatter().format(box)
+    assert shown["text/plain"] == "Operator picker (2 profiled paths): run the cell to choose a path"
+    with pytest.raises(ValueError, match=r"profiles must be StepProfiles.*profile_paths"):
+        wspeed.op_picker([])

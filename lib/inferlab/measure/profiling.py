@@ -3,6 +3,8 @@
 - ``profile_step(step)``: one decode step's time by group (matrix products, attention, norms and
   activations, other operators) plus the Python & dispatch time around them. A ``torch.compile``d
   step shows as one group, "compiled graph (fused)": its generated kernels do every operator at once.
+- ``profile_paths(model, ids, decoders)``: ``profile_step`` of the engine's decode step and of each fast
+  decoder's, after the same prompt (notebook 08 and ``python -m inferlab.tools.bench --profile``).
 - ``product_rates(decoder)``: each matrix-vector product of a fast decode step, in the decoder's own
   layout, against a plain read (``W.sum()``) of the same weights: how near each kernel streams to
   what the memory can give, and how much of the step the products are.
@@ -16,12 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from ..engine import decode_step, prefill
 from ..fast import FastDecoder
 from ..i18n import tr
 from ..timing import clock, interleave, summarize, time_call
@@ -110,6 +113,38 @@ def profile_step(step, *, label: str = "step", repeats: int = 10, warmup: int = 
     groups["Python & dispatch"] = max(0.0, step_s - sum(groups.values()))
     top = sorted(((n, t, c) for n, (t, c) in per_op.items()), key=lambda r: -r[1])[:12]
     return StepProfile(label, step_s, groups, tuple(top))
+
+
+def path_label(name: str, decoder: FastDecoder | None = None) -> str:
+    """How a profile names a decode path's step: ``"engine"``, ``"fast"`` or ``"fast+compile"`` (a lost compile
+    says which eager layout stepped faster), in the reader's language."""
+    if name == "engine":
+        return tr("engine step (HF forward)")
+    if name == "fast+compile" and decoder is not None and not decoder.compiled:
+        return tr("fast step (compile lost to {weights})", weights=decoder.weights)
+    return {"fast": tr("fast step"), "fast+compile": tr("fast step, compiled")}.get(name, name)
+
+
+def profile_paths(model, ids: list[int], decoders: Mapping[str, FastDecoder], *, repeats: int = 10,
+                  warmup: int = 3) -> dict[str, StepProfile]:
+    """``profile_step`` of one decode step of each path after the prompt ``ids``: ``"engine"`` (Hugging Face's
+    forward, ``inferlab.decode_step``) first, then each of ``decoders`` (name -> ``FastDecoder``, e.g. from
+    ``measure.speedups.fast_decoders``), under the same names; each profile's label is ``path_label``'s.
+
+    Every profiled call appends a token to its cache: a decoder needs ``len(ids) + warmup + 2 * repeats`` slots.
+
+    >>> decoders, _ = speedups.fast_decoders(m, 128, prompt, compile=True)          # doctest: +SKIP
+    >>> profile_paths(m, m.encode(prompt), decoders)["fast"].groups["matmuls"]       # doctest: +SKIP
+    """
+    device = model.device
+    _, cache = prefill(model, [ids])
+    out = {"engine": profile_step(lambda: decode_step(model, 0, cache), label=path_label("engine"), repeats=repeats,
+                                  warmup=warmup, device=device)}
+    for name, dec in decoders.items():
+        dec.prefill([ids])
+        out[name] = profile_step(lambda d=dec: d.step(0), label=path_label(name, dec), repeats=repeats, warmup=warmup,
+                                 device=device)
+    return out
 
 
 @dataclass(frozen=True)

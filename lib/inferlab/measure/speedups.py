@@ -4,7 +4,9 @@
 - ``prefill_paths``: a long prompt read by the engine and by a fast decoder, each run after a matmul-rate
   measurement and judged against the floor at that rate (``PrefillTimes``).
 - ``decode_paths``: every way to decode, interleaved (engine, static cache, the fast paths, compiled),
-  one ``PathRow`` each; ``compiled_decoder`` builds the compiled one (or says why it cannot).
+  one ``PathRow`` each. ``answer`` runs one request on a path and ``path_runs`` makes each path a timed
+  run (the benchmark times the same); ``compiled_decoder`` builds the compiled one (or says why it
+  cannot) and ``fast_decoders`` the fast paths a profile or the benchmark compares.
 - ``scoreboard_rows``: each technique against its baseline, as text for ``viz.speed.scoreboard``.
 
 Attention kernels are ``measure.kernels.kernel_sweep``; batching is ``measure.sweeps.batch_sweep``.
@@ -16,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import statistics
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from ..cost import MachineProfile, Shape, prefill_cost
 from ..engine import generate, prefill
@@ -95,10 +98,26 @@ class PathRow:
         return f"{self.label} ({self.note})" if self.note else self.label
 
 
-def _static_cache_run(model: Model, prompt: str, n: int) -> tuple[float, float, list[int]]:
-    """The engine with a pre-allocated ``StaticCache`` (greedy): TTFT, TPOT and the ids."""
-    trace = generate(model, prompt, n, stop_at_eos=False, cache_implementation="static")
-    return trace.latency.ttft, trace.latency.tpot, trace.generated_ids
+def answer(path: Model | FastDecoder, prompt: str, new_tokens: int, **settings) -> tuple[float, float, tuple[int, ...]]:
+    """One greedy answer on one decode path: TTFT and TPOT (seconds) and the ids it produced.
+
+    ``path``: a ``Model`` (the engine, ``inferlab.generate``, with ``settings`` such as
+    ``cache_implementation="static"`` or ``record="all"``) or a ``FastDecoder`` (its own ``generate``).
+    """
+    run = partial(generate, path) if isinstance(path, Model) else path.generate
+    trace = run(prompt, new_tokens, stop_at_eos=False, **settings)
+    return trace.latency.ttft, trace.latency.tpot, tuple(trace.generated_ids)
+
+
+def path_runs(model: Model, prompt: str, new_tokens: int, *, engine: Mapping[str, dict],
+              decoders: Mapping[str, FastDecoder]) -> dict[str, Callable[[], tuple[float, float, tuple[int, ...]]]]:
+    """Each decode path as a function of no arguments answering ``prompt`` once (``answer``), for ``timing.interleave``.
+
+    ``engine``: name -> ``inferlab.generate`` settings of each engine path; ``decoders``: name -> fast decoder.
+    ``decode_paths`` and ``python -m inferlab.tools.bench`` both time these.
+    """
+    return {**{k: partial(answer, model, prompt, new_tokens, **kw) for k, kw in engine.items()},
+            **{k: partial(answer, d, prompt, new_tokens) for k, d in decoders.items()}}
 
 
 def compiled_decoder(model: Model, slots: int, prompt: str, **kwargs) -> tuple[FastDecoder | None, str | None]:
@@ -119,6 +138,23 @@ def compiled_decoder(model: Model, slots: int, prompt: str, **kwargs) -> tuple[F
         return dec, None
     except Exception as e:  # torch.compile raises many kinds (no compiler, unsupported op ...)
         return None, f"torch.compile failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+
+
+def fast_decoders(model: Model, slots: int, prompt: str, *,
+                  compile: bool) -> tuple[dict[str, FastDecoder], dict[str, str]]:
+    """The fast paths a profile or the benchmark compares, and what was left out (name -> why).
+
+    ``"fast"``: ``FastDecoder(model, slots)`` (``weights="auto"``, eager); with ``compile``, ``"fast+compile"``
+    (``compiled_decoder``: compiles now, seconds to a minute) unless this PyTorch cannot compile.
+    """
+    decoders, left_out = {"fast": FastDecoder(model, slots)}, {}
+    if compile:
+        dec, why = compiled_decoder(model, slots, prompt)
+        if dec is None:
+            left_out["fast+compile"] = why
+        else:
+            decoders["fast+compile"] = dec
+    return decoders, left_out
 
 
 def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: int = 3,
@@ -146,17 +182,8 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
     if model.device.type == "cuda":
         decoders["fast + CUDA graph"] = FastDecoder(model, n, cuda_graph=True)
 
-    def engine():
-        t = generate(model, prompt, new_tokens, stop_at_eos=False)
-        return t.latency.ttft, t.latency.tpot, t.generated_ids
-
-    def run_fast(dec):
-        t = dec.generate(prompt, new_tokens, stop_at_eos=False)
-        return t.latency.ttft, t.latency.tpot, t.generated_ids
-
-    runs = {"engine (DynamicCache)": engine,
-            "engine + StaticCache": lambda: _static_cache_run(model, prompt, new_tokens),
-            **{k: (lambda d=d: run_fast(d)) for k, d in decoders.items()}}
+    runs = path_runs(model, prompt, new_tokens, decoders=decoders,
+                     engine={"engine (DynamicCache)": {}, "engine + StaticCache": {"cache_implementation": "static"}})
     results = interleave(runs, repeats)
 
     def note(k: str) -> str:
@@ -164,8 +191,8 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
         lost = dec is not None and k.endswith("compile") and not dec.compiled
         return tr("lost to {weights}", weights=dec.weights) if lost else ""
 
-    return [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median,
-                    tuple(vals[0][2]), decoders[k].extra_bytes if k in decoders else None, note(k))
+    return [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median, vals[0][2],
+                    decoders[k].extra_bytes if k in decoders else None, note(k))
             for k, vals in results.items()]
 
 

@@ -1,21 +1,143 @@
 """Notebook 08's findings (making decoding faster), told from its own numbers; each with its other-outcome branch.
 
-In the reader's language (``inferlab.i18n.tr``).
+In the order of the notebook: the step's floor (``step_floor``), where a step's time goes (``step_paths``,
+``full_size_steps``), attention's memory (``attention_memory``), weight formats (``quant_table``), the decode
+paths (``ladders``), the layout the fast path chose and why (``layout_choice``, ``product_table``,
+``where_the_rest_goes``), the prompt (``prefill_limit``) and batching (``batching``). In the reader's language
+(``inferlab.i18n.tr``).
 
->>> from inferlab.fast_choice import Choice
+>>> from inferlab.fast.choice import Choice
 >>> layout_choice(Choice("packed", False, {"packed": 0.040, "tied": 0.048}))[:45]
 '`FastDecoder(weights="auto")` timed 2 layouts'
 """
 
 from __future__ import annotations
 
-from ..fast_choice import Choice
+from collections.abc import Mapping, Sequence
+
+from ..cost import Cost
+from ..fast.choice import Choice
 from ..i18n import tr
+from ..measure.kernels import KernelComparison
 from ..measure.profiling import ProductRate, StepProfile, group_label
-from ..measure.speedups import PrefillTimes
+from ..measure.speedups import PathRow, PrefillTimes, QuantRow
+from ..measure.sweeps import Sweep
 from . import join
 
 NEAR = 1.2  # "near the floor": within 20% of it
+
+
+def step_floor(floor: Cost, ridge: float) -> str:
+    """What one decode step of the loaded model moves and computes, whether that is memory- or compute-bound, and
+    its floor (``floor``: ``cost.decode_cost`` on the measured machine, ``ridge`` its FLOP/byte)."""
+    numbers = {"mb": floor.bytes / 1e6, "mflop": floor.flops / 1e6, "intensity": floor.intensity, "ridge": ridge,
+               "floor_ms": floor.floor_s * 1e3}
+    if floor.bound == "memory":
+        text = tr("One decode step of the loaded model moves about **{mb:.1f} MB** and does {mflop:.0f} MFLOP "
+                  "({intensity:.2f} FLOP/byte, below this machine's ridge of {ridge:.1f}), so it is **memory-bound**: "
+                  "its floor is **{floor_ms:.3f} ms**. ", **numbers)
+    else:
+        text = tr("One decode step of the loaded model moves about **{mb:.1f} MB** and does {mflop:.0f} MFLOP "
+                  "({intensity:.2f} FLOP/byte, above this machine's ridge of {ridge:.1f}), so it is **compute-bound**: "
+                  "its floor is **{floor_ms:.3f} ms**. ", **numbers)
+    return text + tr("Everything above that line is what this notebook tries to remove.")
+
+
+def _path_lines(profiles: Mapping[str, StepProfile], floor_s: float) -> str:
+    """One bullet per profiled step: its time against the floor, its largest group, its Python & dispatch share."""
+    lines = []
+    for p in profiles.values():
+        top, total = max(p.groups, key=p.groups.get), sum(p.groups.values())
+        lines.append("- " + tr("**{label}**: {ms:.2f} ms, {ratio:.2f}x the floor; its largest part is *{top}* "
+                               "({share:.0%}), Python & dispatch {python:.0%}", label=p.label, ms=p.step_s * 1e3,
+                               ratio=p.step_s / floor_s, top=group_label(top), share=p.groups[top] / total,
+                               python=p.groups["Python & dispatch"] / total))
+    return "\n".join(lines)
+
+
+def step_paths(profiles: Mapping[str, StepProfile], floor_s: float) -> str:
+    """Each path's profiled step (``measure.profiling.profile_paths``) against the floor, as a list."""
+    return _path_lines(profiles, floor_s) + "\n\n" + tr(
+        "The paths do the same arithmetic; their bars differ in how the matrix products are run (section 5) and in "
+        "everything *around* them.")
+
+
+def full_size_steps(profiles: Mapping[str, StepProfile], floor: Cost, copy_bytes_per_s: float, *,
+                    compiled: bool) -> str:
+    """GPT-2 small's profiled steps against its floor: how fast the eager fast step's products read the weights
+    and, when the ``"fast+compile"`` decoder really ``compiled``, how fast the compiled step read them."""
+    fp = profiles["fast"]
+    top = max(fp.groups, key=fp.groups.get)
+    text = (tr("GPT-2 small reads about **{mb:.0f} MB** per step: floor **{floor_ms:.1f} ms**, at the {gbs:.1f} GB/s "
+               "of a plain copy.", mb=floor.bytes / 1e6, floor_ms=floor.floor_s * 1e3, gbs=copy_bytes_per_s / 1e9)
+            + "\n\n" + _path_lines(profiles, floor.floor_s) + "\n\n"
+            + tr("In the eager fast step *{top}* take the largest share. When that is the matrix products, what is "
+                 "left between the step and the floor is how well those kernels use the memory bandwidth: they read "
+                 "the weights at about {gbs:.1f} GB/s. ", top=group_label(top),
+                 gbs=floor.bytes / max(fp.groups["matmuls"], 1e-12) / 1e9))
+    cp = profiles.get("fast+compile")
+    if compiled and cp is not None:
+        text += tr("The compiled step writes each product as a sum that the compiler turns into a plain streaming "
+                   "loop (section 5): the whole step took **{ms:.1f} ms**, weights read at {gbs:.1f} GB/s counting "
+                   "*everything* in the step as reading.", ms=cp.step_s * 1e3, gbs=floor.bytes / cp.step_s / 1e9)
+    return text
+
+
+def attention_memory(kernels: KernelComparison, layer_bytes: int) -> str:
+    """Eager against fused attention at the longest prompt of ``kernels``: peak memory and time
+    (``layer_bytes``: one layer's ``[1, heads, T, T]`` float32 scores)."""
+    e, s = (kernels.sweeps[k].medians[-1] for k in ("eager", "sdpa"))
+    e_mem, s_mem = (kernels.peak_bytes[k][-1] for k in ("eager", "sdpa"))
+    return tr("At T = {T}, eager prefill allocated up to **{e_mib:.1f} MiB** against SDPA's **{s_mib:.1f} MiB** "
+              "({ratio:.1f}x), and took {e_ms:.1f} ms against {s_ms:.1f} ms. Eager's extra memory grows with T^2 (one "
+              "{layer_mib:.1f} MiB matrix per layer, plus its softmax copy); the fused kernel's stays close to the "
+              "activations it must keep anyway. On long prompts and on GPUs, where the T x T traffic dominates, that "
+              "is also where fused attention saves the most time. In decode the query is a single row, so the matrix "
+              "is only `[heads, 1, T]` and the kernel choice matters much less.", T=kernels.lengths[-1],
+              e_mib=e_mem / 2**20, s_mib=s_mem / 2**20, ratio=e_mem / max(s_mem, 1), e_ms=e * 1e3, s_ms=s * 1e3,
+              layer_mib=layer_bytes / 2**20)
+
+
+def quant_table(rows: Sequence[QuantRow]) -> str:
+    """Each weight format's bytes, predicted and measured speed-up and perplexity (``measure.speedups.quant_rows``,
+    fp32 first), as a Markdown table, then the fastest and the least accurate format."""
+    lines = [f"| {r.kind} | {r.step_bytes / 1e6:.1f} | {r.predicted_speedup:.1f}x | "
+             f"{r.measured_speedup:.2f}x | {r.tpot_s * 1e3:.2f} | {r.perplexity:.2f} |" for r in rows]
+    best = max(rows, key=lambda r: r.measured_speedup)
+    worst = max(rows, key=lambda r: r.perplexity)
+    base_ppl = rows[0].perplexity
+    return (tr("| weights | MB read per step | predicted speed-up | measured speed-up | TPOT (ms) | perplexity |")
+            + "\n|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n"
+            + tr("The fastest format here was **{best}** ({measured:.2f}x fp32's speed, {predicted:.1f}x predicted "
+                 "from the bytes). A format gets its predicted speed-up only where the hardware has fast kernels for "
+                 "it: the bytes set the floor, but a kernel that converts or unpacks weights slowly never reaches it. "
+                 "Quality: the largest perplexity was **{worst}**'s ({ppl:.2f} against fp32's {base:.2f}, "
+                 "{change:+.1%}).",
+                 best=best.kind, measured=best.measured_speedup, predicted=best.predicted_speedup, worst=worst.kind,
+                 ppl=worst.perplexity, base=base_ppl, change=worst.perplexity / base_ppl - 1))
+
+
+def _ladder(rows: Sequence[PathRow], floor_s: float) -> str:
+    """The default engine's TPOT against the floor and, when another path beat it, the best path's."""
+    base, best = rows[0], min(rows, key=lambda r: r.tpot_s)
+    if best is base:
+        return tr("the default engine's TPOT was {ms:.2f} ms ({ratio:.2f}x the floor), and no other path beat it in "
+                  "this run (on a busy machine, re-run the cell)", ms=base.tpot_s * 1e3, ratio=base.tpot_s / floor_s)
+    return tr("the default engine's TPOT was {ms:.2f} ms ({ratio:.2f}x the floor); the best path, *{best}*, reached "
+              "**{best_ms:.2f} ms ({best_ratio:.2f}x the floor)**, {speedup:.2f}x faster", ms=base.tpot_s * 1e3,
+              ratio=base.tpot_s / floor_s, best=best.shown, best_ms=best.tpot_s * 1e3, best_ratio=best.tpot_s / floor_s,
+              speedup=base.tpot_s / best.tpot_s)
+
+
+def ladders(full_size: Sequence[PathRow], full_floor_s: float, bundled: Sequence[PathRow],
+            bundled_floor_s: float) -> str:
+    """The decode paths (``measure.speedups.decode_paths``) on GPT-2's shape and on the bundled model, each against
+    its floor, and why removing overhead matters most for small models."""
+    return tr("On the full-size GPT-2 shape {gpt2}. On the bundled model {bundled}. The smaller the model, the larger "
+              "the share of fixed per-step costs (Python, launching operators), so removing overhead matters most for "
+              "small models and fast hardware; for a large model on a CPU the remaining gap is mostly the matrix "
+              "kernels' use of the memory bandwidth.", gpt2=_ladder(full_size, full_floor_s),
+              bundled=_ladder(bundled, bundled_floor_s))
 def _why(winner: str) -> str:
     """Why the layout ``winner`` streamed the weights fastest, in the reader's language."""
     why = {"rows+compile": tr("the compiler's loops (each product a plain reduction over the weight rows, fused with "
@@ -51,7 +173,7 @@ def layout_choice(choice: Choice) -> str:
                    "another run could pick the other one at no real cost.")
     if choice.source == "cached":
         text += tr(" (This choice was measured in an earlier run on this machine and remembered; "
-                   "`inferlab.fast_choice.forget()` measures again, e.g. after the machine was busy.)")
+                   "`inferlab.fast.choice.forget()` measures again, e.g. after the machine was busy.)")
     for name, why in choice.left_out.items():
         text += tr(" *{name}* could not run here ({why}).", name=name, why=why)
     return text
@@ -133,3 +255,15 @@ def prefill_limit(pre: PrefillTimes, engine_profile: StepProfile, fast_profile: 
         text += tr(" Neither path came within 1.5x of the floor in this run; on a busy machine (other programs using "
                    "the cores) compute-bound work suffers most: re-run the cell when the machine is quiet.")
     return text
+
+
+def batching(sweep: Sweep) -> str:
+    """Throughput for everybody against each user's TPOT, from the smallest batch of a decode ``batch_sweep`` to the
+    largest."""
+    (b0, b1), (r0, r1) = (sweep.xs[0], sweep.xs[-1]), (sweep.tokens_per_s[0], sweep.tokens_per_s[-1])
+    s0, s1 = sweep.medians[0], sweep.medians[-1]  # seconds per step: each user's TPOT
+    return tr("From batch {b0} to {b1}, total throughput went from **{r0:.0f}** to **{r1:.0f} tokens/s** "
+              "({r_ratio:.1f}x) while each user's TPOT went from {s0:.2f} to {s1:.2f} ms ({s_ratio:.1f}x). While the "
+              "weights dominate the bytes, extra users ride along almost free; once the arithmetic catches up with "
+              "the bandwidth (the ridge of notebook 04), each user's TPOT grows with the batch.",
+              b0=b0, b1=b1, r0=r0, r1=r1, r_ratio=r1 / r0, s0=s0 * 1e3, s1=s1 * 1e3, s_ratio=s1 / s0)

@@ -6,7 +6,7 @@ of each): the engine untraced (``inferlab.generate``), the engine recording ever
 fast path (``inferlab.fast.FastDecoder``), eager and compiled (``fast+compile``: ``torch.compile``
 of the decode step; tens of seconds of compiling first, and left out with its reason where this
 PyTorch cannot compile, e.g. no C++ compiler). Both fast paths take ``weights="auto"``: the layout
-measured fastest here (``inferlab.fast_choice``), named in the table's notes with its margin. It
+measured fastest here (``inferlab.fast.choice``), named in the table's notes with its margin. It
 prints one table of median TTFT and TPOT with each number's ratio to its roofline floor (measured in
 the same run: each request follows a short matmul-rate measurement, and its TTFT is judged against the
 floor at that rate, since a shared machine's speed drifts from second to second), headed by the
@@ -35,7 +35,6 @@ from typing import TYPE_CHECKING
 from ..cost import MachineProfile, Shape, decode_cost, prefill_cost
 
 if TYPE_CHECKING:
-    from ..fast import FastDecoder
     from ..models import Model
 
 # torch, the engine and the measurements are imported where they are used: `--help` answers at once
@@ -43,29 +42,21 @@ if TYPE_CHECKING:
 VARIANTS = ("engine", "engine+record", "generate()", "fast", "fast+compile")
 
 
-def _runners(model: Model, prompt: str, n: int, decoders: dict[str, FastDecoder]) -> dict[str, Callable]:
-    """Each variant as a function returning (TTFT, TPOT) in seconds for one request."""
-    from ..engine import generate, reference_generate
+def _reference_run(model: Model, prompt: str, n: int) -> Callable[[], tuple[float, float]]:
+    """Hugging Face's ``model.generate()`` as a timed run: TTFT of a 1-token request, TPOT from back-to-back
+    requests of 1 and ``n`` tokens (it reports no per-token times)."""
+    from ..engine import reference_generate
     from ..timing import time_call
-
-    def engine(record=None):
-        lat = generate(model, prompt, n, stop_at_eos=False, record=record).latency
-        return lat.ttft, lat.tpot
 
     def request_s(tokens: int) -> float:  # one timed model.generate() (interleave has warmed it up)
         return time_call(lambda: reference_generate(model, prompt, tokens, stop_at_eos=False), repeats=1,
                          warmup=0, device=model.device)[0]
 
-    def hf():  # back-to-back requests of 1 and n tokens
+    def run():
         one, all_n = request_s(1), request_s(n)
         return one, (all_n - one) / (n - 1)
 
-    def run_fast(dec):
-        lat = dec.generate(prompt, n, stop_at_eos=False).latency
-        return lat.ttft, lat.tpot
-
-    runs = {"engine": engine, "engine+record": lambda: engine("all"), "generate()": hf}
-    return {**runs, **{k: (lambda d=d: run_fast(d)) for k, d in decoders.items()}}
+    return run
 
 
 def apply_floors(result: dict, machine: MachineProfile, read_bytes_per_s: float | None = None) -> dict:
@@ -107,26 +98,22 @@ def bench_model(model: Model, *, prompt_tokens: int = 64, new_tokens: int = 32, 
                 variants=VARIANTS, machine: MachineProfile | None = None, profile: bool = False,
                 log=print) -> dict:
     """Interleaved TTFT/TPOT of each variant on one model, with the roofline floors (and step profiles)."""
-    from ..engine import decode_step, prefill
-    from ..fast import FastDecoder
     from ..measure.machine import measure_machine, rate_then
-    from ..measure.profiling import product_rates, profile_step
-    from ..measure.speedups import bench_prompt, compiled_decoder
+    from ..measure.profiling import product_rates, profile_paths
+    from ..measure.speedups import bench_prompt, fast_decoders, path_runs
     from ..timing import interleave, summarize
 
     prompt = bench_prompt(model, prompt_tokens)
     n_prompt = len(model.encode(prompt))
     slots = n_prompt + max(new_tokens, 32) + 1  # room for the profiled steps too (a new size would recompile)
-    decoders = {"fast": FastDecoder(model, slots)}
-    skipped = {}
-    if "fast+compile" in variants:  # compiles here: tens of seconds the first time
-        dec, why = compiled_decoder(model, slots, prompt)
-        if dec is None:
-            skipped["fast+compile"] = why
-            log(f"  {model.info.name}: left out fast+compile ({why})")
-        else:
-            decoders["fast+compile"] = dec
-    run = {k: v for k, v in _runners(model, prompt, new_tokens, decoders).items() if k in variants}
+    # "fast+compile" compiles here: tens of seconds the first time
+    decoders, skipped = fast_decoders(model, slots, prompt, compile="fast+compile" in variants)
+    for k, why in skipped.items():
+        log(f"  {model.info.name}: left out {k} ({why})")
+    paths = path_runs(model, prompt, new_tokens, engine={"engine": {}, "engine+record": {"record": "all"}},
+                      decoders=decoders)
+    paths["generate()"] = _reference_run(model, prompt, new_tokens)
+    run = {k: paths[k] for k in VARIANTS if k in variants and k in paths}
     machine = machine or measure_machine(model.device, model.info.dtype)
     log(f"  {model.info.name}: {len(run)} variants, warm-up + {repeats} interleaved repeats ...")
     # each request follows a short matmul-rate measurement: its TTFT is judged against the floor at the
@@ -148,14 +135,9 @@ def bench_model(model: Model, *, prompt_tokens: int = 64, new_tokens: int = 32, 
                                                   "summary": d.choice.summary() if d.choice else "given"}
                                               for k, d in decoders.items()}}
     if profile:
-        ids = model.encode(prompt)
-        _, cache = prefill(model, [ids])
-        profs = [profile_step(lambda: decode_step(model, 0, cache), label="engine step", device=model.device)]
-        for name, dec in decoders.items():
-            dec.prefill([ids])
-            profs.append(profile_step(lambda d=dec: d.step(0), label=f"{name} step", device=model.device))
-        result["profiles"] = {p.label: {"step_s": p.step_s, "groups": p.groups,
-                                        "top_ops": [list(t) for t in p.top_ops]} for p in profs}
+        profs = profile_paths(model, model.encode(prompt), decoders)
+        result["profiles"] = {k: {"label": p.label, "step_s": p.step_s, "groups": p.groups,
+                                  "top_ops": [list(t) for t in p.top_ops]} for k, p in profs.items()}
         result["product_rates"] = {name: [{"name": r.name, "shape": list(r.shape), "per_step": r.per_step,
                                            "product_s": r.product_s, "read_s": r.read_s, "nbytes": r.nbytes}
                                           for r in product_rates(dec)] for name, dec in decoders.items()}
@@ -194,9 +176,9 @@ def table(results: list[dict], machine_info: dict | None = None) -> str:
             notes.append(f"  {k} left out: {why}")
         for k, c in r.get("choices", {}).items():
             notes.append(f"  {k} weights chosen by measuring: {c['summary']}")
-        for label, p in r.get("profiles", {}).items():
-            parts = ", ".join(f"{k} {v * 1e3:.2f}" for k, v in p["groups"].items())
-            notes.append(f"  profile of one {label}: {p['step_s'] * 1e3:.2f} ms = {parts} ms")
+        for k, p in r.get("profiles", {}).items():
+            parts = ", ".join(f"{g} {v * 1e3:.2f}" for g, v in p["groups"].items())
+            notes.append(f"  profile of one {p.get('label', k)}: {p['step_s'] * 1e3:.2f} ms = {parts} ms")
         for k, rates in r.get("product_rates", {}).items():
             parts = ", ".join(f"{x['name']} {x['nbytes'] / x['product_s'] / 1e9:.1f} "
                               f"({x['read_s'] / x['product_s']:.0%})" for x in rates)
@@ -227,7 +209,7 @@ def main(argv=None) -> dict:
     args = p.parse_args(argv)
     import torch
 
-    from ..fast_choice import cpu_name, library_versions
+    from ..fast.choice import cpu_name, library_versions
     from ..measure.machine import measure_bandwidth, measure_machine
     from ..models import load
 

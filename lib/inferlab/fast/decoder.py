@@ -1,171 +1,31 @@
-"""The fast path: batch-1 decoding with nothing in the step but the forward and the sample.
+"""``FastDecoder``: GPT-2's decode step written by hand over the model's own weights, with a pre-allocated cache.
 
-The engine (``engine.py``) calls Hugging Face's ``GPT2LMHeadModel.forward`` every step: masks, cache
-objects and output classes are rebuilt each time. ``FastDecoder`` runs the same arithmetic on the
-model's weights (plain tensors from ``_hf.block_tensors``) with a pre-allocated KV cache (per layer
-``[batch, heads, max_tokens, head_dim]``), a ten-line block and SDPA attention. More tricks, each a switch:
-
-- ``weights``: how the matrices are held for the matrix-vector products. ``"tied"``: the model's own
-  tensors (bitwise the engine's logits). ``"transposed"``: plus a ``[d_model, vocab]`` copy of the LM
-  head, GPT-2's largest matrix, which some matrix libraries stream faster than ``F.linear(h, wte)``.
-  ``"packed"``: every matrix pre-packed for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``, what
-  ``torch.compile`` does with frozen weights), each product on all cores, the GELU inside its product.
-  ``"rows"``: each block matrix as a plain ``[out, in]`` copy, for the compiled reductions below.
-  ``"auto"`` (the default) measures them here and keeps the fastest (``inferlab.fast_choice``): no
-  layout wins on every CPU. Copies cost memory (``extra_bytes``).
-- ``compile=True``: ``torch.compile`` of a fixed-shape step (the cache read whole, empty slots masked).
-  With ``"rows"`` each product is written as ``(W * x).sum(-1)`` and the attention as sums: Inductor
-  turns the step into streaming loops, each fused with the bias, norm or GELU around it, no Python
-  between operators.
-- The prompt (prefill) always runs eagerly, and its products are matrix-matrix products on the model's
-  own ``[in, out]`` weights (``torch.addmm``, as Hugging Face's ``Conv1D``), whatever the layout: the
-  layouts above are for one row at a time. Measured here (GPT-2 small, 256 tokens, 2 threads), oneDNN's
-  batch-1 packing ran the prompt's products at 133 GFLOP/s against 153 for ``addmm``, and its fused GELU
-  cost more than the separate one. The products write into buffers made once per prompt and reused by
-  every block (``PromptScratch``), and the GELU and the residual adds work in place: a fresh
-  multi-megabyte tensor per operation cost about a tenth of the prefill here (GPT-2 small, 256
-  tokens: 441 -> 412 ms median, interleaved), with the same operations in the same order, so the
-  logits stay bitwise the engine's. Every layout but ``"tied"`` (the bitwise one) then takes PyTorch's
-  one-pass tanh GELU for the prompt instead of Hugging Face's eight operations: about 4% of the
-  prefill here, same greedy tokens.
-- ``cuda_graph`` (CUDA only, on by default there): the fixed-shape step is recorded once as a CUDA
-  graph and replayed, so hundreds of kernel launches cost one.
+The arithmetic (``_block``: layer norm, QKV, SDPA attention over the cache, out projection, MLP) is the
+block of Hugging Face's ``GPT2Block`` again, on plain tensors (``_hf.block_tensors``), with one
+``[batch, heads, max_tokens, head_dim]`` K and V tensor per layer written in place. The weight layouts
+are ``fast.layouts``; which one ``weights="auto"`` takes is measured by ``fast.choice``. Above the
+arithmetic, ``prefill`` and ``step`` are the two jobs, and ``generate`` is ``inferlab.generate``'s loop on them.
 
 Greedy and seeded output is token-for-token that of ``inferlab.generate`` (``tests/test_fast.py``).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
-from . import _hf, fast_choice
-from .engine import as_ids
-from .errors import bad_value
-from .generation import GenerationConfig, TextAssembler, next_text
-from .i18n import tr
-from .models import Model
-from .sampling import SamplingConfig, sample
-from .timing import clock
-from .tokens import piece_text
-from .trace import Trace
-
-WEIGHTS = ("packed", "rows", "transposed", "tied")
-
-
-def gelu_new(x: torch.Tensor) -> torch.Tensor:
-    """GPT-2's tanh GELU, written exactly as Hugging Face's ``NewGELUActivation`` (same rounding)."""
-    return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * torch.pow(x, 3.0))))
-
-
-def gelu_new_(y: torch.Tensor, scratch: torch.Tensor) -> torch.Tensor:
-    """``gelu_new(y)`` written into ``y`` (``scratch``: a tensor of ``y``'s shape to use): the same operations on
-    the same values as ``gelu_new``, so bitwise the same, without its eight fresh tensors."""
-    t = torch.pow(y, 3.0, out=scratch)
-    t.mul_(0.044715).add_(y).mul_(math.sqrt(2.0 / math.pi)).tanh_().add_(1.0)
-    return y.mul_(0.5).mul_(t)
-
-
-class PromptScratch:
-    """Where a prompt's products write: one ``[rows, width]`` buffer per width (and use), made on first use and
-    reused by every block, since the blocks' products have the same shapes (see the module doc).
-
-    ``exact``: the GELU as Hugging Face computes it (``gelu_new_``, bitwise), else PyTorch's one-pass tanh GELU
-    (``F.gelu(approximate="tanh")``: the same function, rounded differently, one kernel instead of eight).
-    """
-
-    def __init__(self, rows: int, like: torch.Tensor, exact: bool = True) -> None:
-        self.rows, self.like, self.exact, self._buffers = rows, like, exact, {}
-
-    def buffer(self, width: int, use: str = "product") -> torch.Tensor:
-        if (width, use) not in self._buffers:
-            self._buffers[width, use] = self.like.new_empty(self.rows, width)
-        return self._buffers[width, use]
-
-    def gelu_(self, y: torch.Tensor) -> torch.Tensor:
-        """GPT-2's GELU on ``y`` in place."""
-        if self.exact:
-            return gelu_new_(y, self.buffer(y.shape[1], "gelu"))
-        return torch.ops.aten.gelu_(y, approximate="tanh")
-
-
-def onednn_packing(dtype: torch.dtype = torch.float32) -> bool:
-    """Whether this PyTorch can pre-pack ``dtype`` weights for oneDNN on the CPU (x86 CPUs, usually)."""
-    try:
-        w = torch.ops.mkldnn._reorder_linear_weight(torch.ones(16, 16, dtype=dtype), 1)
-        x = torch.ones(1, 16, dtype=dtype)
-        return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "").shape == (1, 16)
-    except (AttributeError, RuntimeError, NotImplementedError):
-        return False
-
-
-def linear_onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gelu: bool = False) -> torch.Tensor:
-    """``x @ w.T + b`` by oneDNN (``w`` ``[out, in]``, plain or pre-packed); GELU applied inside the product."""
-    return torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu" if gelu else "none", [], "tanh" if gelu else "")
-
-
-@dataclass(frozen=True)
-class Proj:
-    """One projection ``y = x @ W + b`` (``x`` ``[rows, in]``): the model's ``W`` ``[in, out]``, maybe pre-packed."""
-
-    w: torch.Tensor  # [in, out]: Hugging Face's Conv1D layout, used as it is
-    b: torch.Tensor  # [out]
-    packed: torch.Tensor | None = None  # oneDNN's own layout of W.T (a copy)
-    rows: torch.Tensor | None = None  # W.T as a contiguous [out, in] copy (one row per output)
-    onednn: bool = False  # eager products on ``rows`` through oneDNN (it takes the plain layout too)
-
-    def __call__(self, x: torch.Tensor, gelu: bool = False, gemv: bool = False,
-                 prompt: PromptScratch | None = None) -> torch.Tensor:
-        if prompt is not None:  # many rows: a matrix-matrix product on the model's own layout (module doc)
-            width = self.w.shape[1]
-            y = torch.addmm(self.b, x, self.w, out=prompt.buffer(width))
-            return prompt.gelu_(y) if gelu else y
-        if self.rows is not None:
-            if gemv:  # one input row, as a reduction the compiler streams (see the module doc)
-                y = ((self.rows * x).sum(-1) + self.b).view(1, -1)
-            elif self.onednn and not torch.compiler.is_compiling():  # eager steps: as fast as "packed"
-                return linear_onednn(x, self.rows, self.b, gelu)
-            else:
-                y = F.linear(x, self.rows, self.b)
-            return gelu_new(y) if gelu else y
-        if self.packed is not None:
-            return linear_onednn(x, self.packed, self.b, gelu)
-        y = torch.addmm(self.b, x, self.w)
-        return gelu_new(y) if gelu else y
-
-
-@dataclass(frozen=True)
-class BlockWeights:
-    """One block's tensors (views of the model's own, plus packed copies when asked)."""
-
-    ln1_w: torch.Tensor  # [d_model]
-    ln1_b: torch.Tensor
-    qkv: Proj  # [d_model, 3 * d_model]
-    proj: Proj  # [d_model, d_model]
-    ln2_w: torch.Tensor
-    ln2_b: torch.Tensor
-    fc: Proj  # [d_model, 4 * d_model]
-    out: Proj  # [4 * d_model, d_model]
-
-
-def block_weights(model: Model, *, pack: bool = False, rows: bool = False, onednn: bool = False,
-                  batch: int = 1) -> list[BlockWeights]:
-    """Every block's tensors, with the copies ``pack`` (oneDNN's layout) or ``rows`` (``[out, in]``) asks for."""
-    if not _hf.follows_plain_gpt2(model):
-        raise ValueError("FastDecoder follows GPT-2's published config (gelu_new, plain 1/sqrt(head_dim) scaling). "
-                         "Fix: use inferlab.generate for this model.")
-
-    def proj(p: _hf.ProjTensors) -> Proj:
-        w, b = p.weight, p.bias
-        return Proj(w, b, torch.ops.mkldnn._reorder_linear_weight(w.t().contiguous(), batch) if pack else None,
-                    w.t().contiguous() if rows else None, onednn)
-
-    return [BlockWeights(t.ln1.weight, t.ln1.bias, proj(t.qkv), proj(t.attn_out), t.ln2.weight, t.ln2.bias,
-                         proj(t.fc), proj(t.mlp_out))
-            for t in _hf.block_tensors(model)]
+from .. import _hf
+from ..engine import as_ids
+from ..errors import bad_value
+from ..generation import GenerationConfig, TextAssembler, next_text
+from ..i18n import tr
+from ..models import Model
+from ..sampling import SamplingConfig, sample
+from ..timing import clock
+from ..tokens import piece_text
+from ..trace import Trace
+from .choice import Choice, choose
+from .layouts import WEIGHTS, PromptScratch, block_weights, linear_onednn, onednn_packing
 
 
 class FastDecoder:
@@ -175,9 +35,9 @@ class FastDecoder:
         model: from ``inferlab.load()`` (GPT-2 family).
         max_tokens: cache slots (prompt + new tokens must fit); default the context length.
         batch: sequences decoded together (all the same length).
-        weights: ``"auto"``: the fastest layout *measured* here (``inferlab.fast_choice``: a few steps of
+        weights: ``"auto"``: the fastest layout *measured* here (``inferlab.fast.choice``: a few steps of
             each candidate, remembered per machine and shape; ``.choice`` says which won and by how
-            much), or ``"packed"``, ``"rows"``, ``"transposed"``, ``"tied"`` (see the module docstring).
+            much), or ``"packed"``, ``"rows"``, ``"transposed"``, ``"tied"`` (see ``inferlab.fast``).
         compile: ``torch.compile`` the fixed-shape step (tens of seconds the first time). With ``"auto"``
             the compiled step is one candidate: an eager layout that steps faster here wins instead.
         cuda_graph: record the fixed-shape step as a CUDA graph (CUDA only; ``None``: on for CUDA).
@@ -198,9 +58,9 @@ class FastDecoder:
         if cuda_graph and device.type != "cuda":
             raise bad_value("cuda_graph", cuda_graph, "True only on a CUDA device", "leave cuda_graph=None")
         onednn = device.type == "cpu" and onednn_packing(model.info.dtype)  # also takes plain [out, in] weights
-        self.choice: fast_choice.Choice | None = None
-        if weights == "auto":  # measured on this machine, not decided by rule (see inferlab.fast_choice)
-            choice, winner = fast_choice.choose(
+        self.choice: Choice | None = None
+        if weights == "auto":  # measured on this machine, not decided by rule (see inferlab.fast.choice)
+            choice, winner = choose(
                 model, lambda w, c: FastDecoder(model, self.max_tokens, batch=batch, weights=w, compile=c,
                                                 cuda_graph=cuda_graph),
                 batch=batch, compile=compile, onednn=onednn, max_tokens=self.max_tokens)
@@ -216,7 +76,7 @@ class FastDecoder:
         self._onednn = onednn
         self.blocks = block_weights(model, pack=weights == "packed", rows=weights == "rows", onednn=onednn,
                                     batch=batch)
-        self._gemv = weights == "rows" and batch == 1 and compile  # decode products as reductions (module doc)
+        self._gemv = weights == "rows" and batch == 1 and compile  # decode products as reductions (see fast.layouts)
         self.wte, self.wpe = _hf.embedding_tensors(model)  # [vocab, d_model], [n_ctx, d_model]
         self.head = _hf.head_weight(model)  # [vocab, d_model]: GPT-2's head is wte itself (tied)
         ln_f = _hf.final_norm_tensors(model)

@@ -6,7 +6,8 @@ Xeon, oneDNN wins elsewhere. So ``FastDecoder(weights="auto")`` asks ``choose``:
 layout for this model's shapes (``candidates``) takes a few decode steps in turn
 (``time_candidates``, on ``timing.interleave``), the fastest is kept, and the choice is remembered
 per machine, shape, dtype, thread count and ``compile`` setting, in this process and in a small JSON
-file (``cache_file()``: ``$INFERLAB_CACHE/fast_choice.json``, else ``~/.cache/inferlab/``).
+file (``cache_file()``: ``$INFERLAB_CACHE/fast_choice.json``, else ``~/.cache/inferlab/``; the file keeps the
+name it had when this module was ``inferlab.fast_choice``, so choices measured before are still found).
 
 ``"tied"`` (eager, the model's own tensors through ``F.linear``/``addmm`` as Hugging Face runs them)
 is always a candidate, so the choice can fall back to the plain path: the fast path is then never
@@ -30,8 +31,8 @@ from pathlib import Path
 
 import torch
 
-from .i18n import tr
-from .timing import interleave, summarize, time_call
+from ..i18n import tr
+from ..timing import interleave, summarize, time_call
 
 ROUNDS = 3  # interleaved rounds per candidate (after one warm-up step each)
 STEPS = 3  # decode steps timed per round
