@@ -129,12 +129,12 @@ def test_scoreboard_rows_compare_each_technique_with_its_baseline():
     paths = [speedups.PathRow("engine", 0.1, 0.02, (1, 2)), speedups.PathRow("fast", 0.05, 0.01, (1, 2), 5_000_000)]
     batch = _sweep("decode-batch", (1, 8), (0.01, 0.02))  # 100 tokens/s at batch 1, 400 at batch 8
     board = speedups.scoreboard_rows(kernels, qrows, {"tiny": (paths, 0.005)}, batch)
-    assert [r["technique"] for r in board] == ["SDPA vs eager attention (prefill)", "int8 weights", "fast (tiny)",
-                                               "batch 8 vs 1"]
-    assert board[0]["TTFT"] == "x0.50 at T=64" and board[0]["memory"] == "x0.25 peak"
-    assert board[1]["TPOT"] == "x0.50" and "+1.00%" in board[1]["quality"]
-    assert board[2]["TPOT"] == "x0.50 (2.00x floor)" and board[2]["quality"] == "same tokens"
-    assert board[3]["TPOT"] == "x2.00 per user" and board[3]["quality"] == "x4.0 tokens/s"
+    assert [r.technique for r in board] == ["SDPA vs eager attention (prefill)", "int8 weights", "fast (tiny)",
+                                            "batch 8 vs 1"]
+    assert board[0].ttft == "x0.50 at T=64" and board[0].memory == "x0.25 peak"
+    assert board[1].tpot == "x0.50" and "+1.00%" in board[1].quality
+    assert board[2].tpot == "x0.50 (2.00x floor)" and board[2].quality == "same tokens"
+    assert board[3].tpot == "x2.00 per user" and board[3].quality == "x4.0 tokens/s"
 
 
 def test_quant_chart_and_scoreboard():
@@ -146,8 +146,10 @@ def test_quant_chart_and_scoreboard():
     assert fig.layout.xaxis.title.text.startswith("bytes read")
     with pytest.raises(ValueError, match="QuantRow"):
         speed.quant_chart([{"kind": "x"}])
-    table = speed.scoreboard([{"technique": "int8", "TPOT": "x0.5"}])
-    assert list(table.data[0].cells.values[0]) == ["int8"]
+    table = speed.scoreboard([speedups.ScoreRow("int8", "x1.0", "x0.5", "-", "same")])
+    assert list(table.data[0].cells.values[0]) == ["int8"] and list(table.data[0].cells.values[2]) == ["x0.5"]
+    with pytest.raises(ValueError, match="ScoreRow"):
+        speed.scoreboard([{"technique": "int8", "TPOT": "x0.5"}])
 
 
 def test_product_rates_cover_every_product_of_a_step(model):

@@ -12,6 +12,7 @@ measured on the device in use by ``inferlab.measure.measure_machine``; this modu
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -127,6 +128,12 @@ def _floors(job, tokens, flops, nbytes, machine) -> Cost:
     if machine is None:
         return Cost(job, tokens, flops, nbytes)
     return Cost(job, tokens, flops, nbytes, flops / machine.flops_per_s, nbytes / machine.bytes_per_s)
+
+
+def prefill_floor_at(shape: Shape, prompt_len: int, machine: MachineProfile, flops_per_s: float) -> float:
+    """The prefill floor (seconds) had the machine's matrix rate been ``flops_per_s``: a run is judged against the
+    floor at the rate measured just before it (``measure.machine.x_floor_paired``), not at a rate from earlier."""
+    return prefill_cost(shape, prompt_len, machine=dataclasses.replace(machine, flops_per_s=flops_per_s)).floor_s
 
 
 def prefill_cost(shape: Shape, prompt_len: int, batch: int = 1, machine: MachineProfile | None = None) -> Cost:

@@ -50,11 +50,6 @@ class ModelInfo:
         """Bytes of one weight (and one KV-cache element) in this dtype."""
         return torch.empty((), dtype=self.dtype).element_size()
 
-    def summary(self) -> dict:
-        """The facts a trace keeps about its model (plain data)."""
-        return {"name": self.name, "source": self.source, "n_layer": self.n_layer, "n_head": self.n_head,
-                "d_model": self.d_model, "dtype": str(self.dtype), "device": self.device}
-
     def __repr__(self) -> str:
         return tr("ModelInfo({name!r} from {source}: {n_layer} layers x {n_head} heads, d_model={d_model}, "
                   "head_dim={head_dim}, n_ctx={n_ctx}, vocab={vocab}, {params:.1f}M params, {mb:.1f} MB of {dtype} "

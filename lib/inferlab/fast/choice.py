@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from ..i18n import tr
+from ..plain import plain
 from ..timing import interleave, summarize, time_call
 
 ROUNDS = 3  # interleaved rounds per candidate (after one warm-up step each)
@@ -129,9 +130,8 @@ class Choice:
         return f"Choice({self.summary()})"
 
     def to_dict(self) -> dict:
-        """Plain-Python form (what the cache file stores)."""
-        return {"weights": self.weights, "compiled": self.compiled, "step_s": dict(self.step_s),
-                "left_out": dict(self.left_out)}
+        """Plain-Python form (what the cache file stores), field by field (``inferlab.plain``)."""
+        return plain(self)
 
 
 def cache_file() -> Path:

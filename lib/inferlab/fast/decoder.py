@@ -249,9 +249,7 @@ class FastDecoder:
                             "build a FastDecoder(model, max_tokens=...) large enough, with batch=1")
         generator = config.sampling.generator(device if device.type == "cuda" else "cpu")
         text = TextAssembler(self.model.tokenizer, config.stop_strings)
-        trace = Trace(prompt=prompt, prompt_ids=ids, prompt_pieces=[piece_text(self.model.tokenizer, i) for i in ids],
-                      tokenize_seconds=clock(device) - t_req, settings={**config.to_dict(), "fast_path": repr(self)},
-                      model=self.model.info.summary())
+        trace = Trace.start(self.model, prompt, ids, config, tokenize_seconds=clock(device) - t_req, runner=repr(self))
         # Copied in spirit from engine._loop: the same four moves, on the fast step.
         logits = self.prefill([ids])                                                  # prefill, once
         for index in range(config.max_new_tokens):

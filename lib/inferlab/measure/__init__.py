@@ -50,7 +50,16 @@ from .roofline import (
     roofline_points,
     sweep_costs,
 )
-from .speedups import PathRow, QuantRow, bench_prompt, compiled_decoder, decode_paths, quant_rows, scoreboard_rows
+from .speedups import (
+    PathRow,
+    QuantRow,
+    ScoreRow,
+    bench_prompt,
+    compiled_decoder,
+    decode_paths,
+    quant_rows,
+    scoreboard_rows,
+)
 from .sweeps import Sweep, batch_sweep, decode_sweep, prefill_sweep, sample_ids, turn_batch
 from .thinking import ThinkingPoint, split_thinking, thinking_sweep
 
@@ -63,6 +72,7 @@ __all__ = [
     "Prediction",
     "QuantRow",
     "RooflinePoint",
+    "ScoreRow",
     "StepProfile",
     "Sweep",
     "ThinkingPoint",

@@ -15,14 +15,13 @@ Every path must produce the same greedy tokens; the rows carry them so notebooks
 
 from __future__ import annotations
 
-import dataclasses
 import statistics
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
-from ..cost import MachineProfile, Shape, prefill_cost
+from ..cost import MachineProfile, Shape, prefill_floor_at
 from ..engine import generate, prefill
 from ..fast import FastDecoder, onednn_packing
 from ..i18n import tr
@@ -233,8 +232,7 @@ def prefill_paths(model: Model, decoder: FastDecoder, ids: list[int], *, repeats
     device, dtype = model.device, model.info.dtype
     base, shape = machine or machine_profile(device, dtype), Shape.from_info(model.info)
 
-    def floor_at(rate: float) -> float:
-        return prefill_cost(shape, len(ids), machine=dataclasses.replace(base, flops_per_s=rate)).floor_s
+    floor_at = partial(prefill_floor_at, shape, len(ids), base)  # FLOP/s -> floor seconds
 
     def timed(fn):
         return rate_then(lambda: time_call(fn, repeats=1, warmup=0, device=device)[0], device, dtype)
@@ -249,7 +247,18 @@ def prefill_paths(model: Model, decoder: FastDecoder, ids: list[int], *, repeats
 
 
 # ----------------------------------------------------------------------------- the scoreboard
-def scoreboard_rows(kernels: KernelComparison, qrows: list[QuantRow], paths: dict, batch: Sweep) -> list[dict]:
+@dataclass(frozen=True)
+class ScoreRow:
+    """One technique on the scoreboard: its effect on TTFT, TPOT, memory and quality, as text against its baseline."""
+
+    technique: str
+    ttft: str
+    tpot: str
+    memory: str
+    quality: str
+
+
+def scoreboard_rows(kernels: KernelComparison, qrows: list[QuantRow], paths: dict, batch: Sweep) -> list[ScoreRow]:
     """One row per technique, as text relative to the default: for ``viz.speed.scoreboard``.
 
     Args:
@@ -260,28 +269,27 @@ def scoreboard_rows(kernels: KernelComparison, qrows: list[QuantRow], paths: dic
     """
     n, e, s = kernels.lengths[-1], kernels.sweeps["eager"], kernels.sweeps["sdpa"]
     pe, ps = kernels.peak_bytes["eager"][-1], kernels.peak_bytes["sdpa"][-1]
-    board = [{"technique": tr("SDPA vs eager attention (prefill)"),
-              "TTFT": tr("x{ratio:.2f} at T={n}", ratio=s.medians[-1] / e.medians[-1], n=n), "TPOT": "-",
-              "memory": tr("x{ratio:.2f} peak", ratio=ps / max(pe, 1)),
-              "quality": tr("same (max logit diff {diff:.1e})", diff=kernels.agree)}]
+    board = [ScoreRow(tr("SDPA vs eager attention (prefill)"),
+                      tr("x{ratio:.2f} at T={n}", ratio=s.medians[-1] / e.medians[-1], n=n), "-",
+                      tr("x{ratio:.2f} peak", ratio=ps / max(pe, 1)),
+                      tr("same (max logit diff {diff:.1e})", diff=kernels.agree))]
     ref = next(r for r in qrows if r.kind == "fp32")
-    board += [{"technique": tr("{kind} weights", kind=r.kind), "TTFT": f"x{r.ttft_s / ref.ttft_s:.2f}",
-               "TPOT": f"x{r.tpot_s / ref.tpot_s:.2f}", "memory": tr("{mb:.1f} MB read/step", mb=r.step_bytes / 1e6),
-               "quality": tr("perplexity {perplexity:.2f} ({change:+.2%})", perplexity=r.perplexity,
-                             change=r.perplexity / ref.perplexity - 1)}
+    board += [ScoreRow(tr("{kind} weights", kind=r.kind), f"x{r.ttft_s / ref.ttft_s:.2f}",
+                       f"x{r.tpot_s / ref.tpot_s:.2f}", tr("{mb:.1f} MB read/step", mb=r.step_bytes / 1e6),
+                       tr("perplexity {perplexity:.2f} ({change:+.2%})", perplexity=r.perplexity,
+                          change=r.perplexity / ref.perplexity - 1))
               for r in qrows if r.kind != "fp32"]
     for name, (rows, floor_s) in paths.items():
         base = rows[0]
-        board += [{"technique": f"{r.shown} ({name})", "TTFT": f"x{r.ttft_s / base.ttft_s:.2f}",
-                   "TPOT": tr("x{ratio:.2f} ({floor:.2f}x floor)", ratio=r.tpot_s / base.tpot_s,
+        board += [ScoreRow(f"{r.shown} ({name})", f"x{r.ttft_s / base.ttft_s:.2f}",
+                           tr("x{ratio:.2f} ({floor:.2f}x floor)", ratio=r.tpot_s / base.tpot_s,
                               floor=r.tpot_s / floor_s),
-                   "memory": "-" if r.extra_bytes is None else f"+{r.extra_bytes / 1e6:.0f} MB",
-                   "quality": tr("same tokens") if r.tokens == base.tokens else tr("different tokens")}
+                           "-" if r.extra_bytes is None else f"+{r.extra_bytes / 1e6:.0f} MB",
+                           tr("same tokens") if r.tokens == base.tokens else tr("different tokens"))
                   for r in rows[1:]]
     b0, b1 = batch.xs[0], batch.xs[-1]
     step0, step1 = batch.medians[0], batch.medians[-1]
-    board.append({"technique": tr("batch {big} vs {small}", big=b1, small=b0), "TTFT": "-",
-                  "TPOT": tr("x{ratio:.2f} per user", ratio=step1 / step0),
-                  "memory": tr("x{times} KV cache", times=b1 // b0),
-                  "quality": tr("x{ratio:.1f} tokens/s", ratio=batch.tokens_per_s[-1] / batch.tokens_per_s[0])})
+    board.append(ScoreRow(tr("batch {big} vs {small}", big=b1, small=b0), "-",
+                          tr("x{ratio:.2f} per user", ratio=step1 / step0), tr("x{times} KV cache", times=b1 // b0),
+                          tr("x{ratio:.1f} tokens/s", ratio=batch.tokens_per_s[-1] / batch.tokens_per_s[0])))
     return board

@@ -23,7 +23,7 @@ batching) live in ``inferlab.measure``; this tool only combines them into one ta
 from __future__ import annotations
 
 import argparse
-import dataclasses
+import functools
 import json
 import statistics
 import sys
@@ -32,7 +32,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
-from ..cost import MachineProfile, Shape, decode_cost, prefill_cost
+from ..cost import MachineProfile, Shape, decode_cost, prefill_floor_at
 
 if TYPE_CHECKING:
     from ..models import Model
@@ -73,9 +73,7 @@ def apply_floors(result: dict, machine: MachineProfile, read_bytes_per_s: float 
     shape = Shape(result["model"], *result["shape"])
     result["machine"] = machine.to_dict()
 
-    def floor_at(rate: float) -> float:
-        return prefill_cost(shape, result["prompt_tokens"],
-                            machine=dataclasses.replace(machine, flops_per_s=rate)).floor_s
+    floor_at = functools.partial(prefill_floor_at, shape, result["prompt_tokens"], machine)  # FLOP/s -> floor s
 
     rates = [r for v in result["variants"].values() for r in v.get("flops_per_s_runs", [])]
     result["ttft_floor_flops_per_s"] = statistics.median(rates) if rates else machine.flops_per_s

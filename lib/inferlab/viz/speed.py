@@ -7,6 +7,7 @@ Batching is drawn by ``inferlab.viz.latency.batch_figure``.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import plotly.graph_objects as go
@@ -14,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from ..i18n import tr
 from ..measure.profiling import group_label, op_group
+from ..measure.speedups import ScoreRow
 from . import FONT, PALETTE, base_layout, require
 
 GROUP_COLORS = {"matmuls": PALETTE[0], "attention": PALETTE[1], "norms & activations": PALETTE[2],
@@ -134,15 +136,15 @@ def ladder_chart(labels: Sequence[str], tpot_s: Sequence[float], floor_s: float 
                        height=420)
 
 
-def scoreboard(rows: Sequence[dict]) -> go.Figure:
-    """A table: each technique and its effect on TTFT, TPOT, memory and quality (strings as given)."""
-    require(len(rows) > 0, tr("rows is empty: pass one dict per technique"))
-    cols = list(rows[0])
-    # the rows' keys stay English (measure.scoreboard_rows); their headers are shown in the reader's language
-    names = {"technique": tr("technique"), "memory": tr("memory"), "quality": tr("quality")}
-    fig = go.Figure(go.Table(header={"values": [f"<b>{names.get(c, c)}</b>" for c in cols], "align": "left",
-                                     "height": 30},
-                             cells={"values": [[str(r.get(c, "")) for r in rows] for c in cols], "align": "left",
+def scoreboard(rows: Sequence[ScoreRow]) -> go.Figure:
+    """A table: each technique and its effect on TTFT, TPOT, memory and quality (``measure.scoreboard_rows``)."""
+    require(len(rows) > 0 and all(isinstance(r, ScoreRow) for r in rows),
+            tr("rows must be a non-empty list of ScoreRows: pass inferlab.measure.scoreboard_rows(...)"))
+    cols = [f.name for f in dataclasses.fields(ScoreRow)]
+    names = {"technique": tr("technique"), "ttft": "TTFT", "tpot": "TPOT", "memory": tr("memory"),
+             "quality": tr("quality")}
+    fig = go.Figure(go.Table(header={"values": [f"<b>{names[c]}</b>" for c in cols], "align": "left", "height": 30},
+                             cells={"values": [[getattr(r, c) for r in rows] for c in cols], "align": "left",
                                     "height": 24}))
     fig.update_layout(title=tr("Scoreboard: every technique on this machine"), font={"family": FONT},
                       margin={"l": 10, "r": 10, "t": 50, "b": 10},
