@@ -108,7 +108,7 @@ def test_token_pool_is_the_most_frequent_tokens(model):
 
 
 def test_head_scores_on_trained_tokens(model, pat):
-    pool = heads.token_pool(model, il.quantize.heldout_text(), size=60)
+    pool = heads.token_pool(model, il.paths.heldout_text(), size=60)
     ids = heads.random_repeated_ids(model, 10, seed=2, pool=pool)
     assert ids[0] == model.eos_id and ids[1:11] == ids[11:] and set(ids[1:]) <= set(pool)
     scores = heads.head_scores(model, pat, repeat_len=10, seed=2, pool=pool)

@@ -11,6 +11,7 @@ import inferlab as il
 from inferlab import fast
 from inferlab import quantize as q
 from inferlab.logit_lens import logit_lens
+from inferlab.paths import heldout_text
 
 PROMPT = "To be, or not to be, that is the question"
 
@@ -131,13 +132,13 @@ def test_perplexity_matches_hugging_face_loss(model):
 
 
 def test_perplexity_windows_cover_every_token(model):
-    text = q.heldout_text()[:600]
+    text = heldout_text()[:600]
     short = q.perplexity(model, text, window=50)
     assert short.tokens == len(model.encode(text)) - 1
 
 
 def test_heldout_excerpt_is_from_julius_caesar():
-    text = q.heldout_text()
+    text = heldout_text()
     assert "Friends, Romans, countrymen" in text and 2000 < len(text) < 8000
 
 

@@ -46,3 +46,11 @@ def test_load_variant_keeps_the_depth_of_a_cut_shape():
     half, why = measure.load_variant(g, dtype="bfloat16")
     assert half is not None, why
     assert half.info.n_layer == 1 and half.info.dtype == il.checkpoints.resolve_dtype("bfloat16", "cpu")
+
+
+def test_full_run_is_only_an_explicit_one(monkeypatch):
+    for value, expected in (("1", True), (" 1 ", True), ("0", False), ("yes", False), ("", False)):
+        monkeypatch.setenv(scale.FULL_RUN_ENV, value)
+        assert scale.full_run() is expected, value
+    monkeypatch.delenv(scale.FULL_RUN_ENV)
+    assert scale.full_run() is False

@@ -21,7 +21,6 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import torch
 import torch.nn.functional as F
@@ -31,20 +30,12 @@ from .engine import forward_full
 from .errors import bad_value
 from .i18n import tr
 from .models import Model
+from .paths import heldout_text
 
 WEIGHT_FORMATS = ("fp32", "bf16", "fp16", "int8", "int4")
 PARTS = ("all", "blocks", "head")  # what int8/int4 quantize: blocks = every block's four projections
-HELDOUT_PATH = Path(__file__).resolve().parents[2] / "data" / "heldout_excerpt.txt"
 INT4_GROUP = 32
 _FLOATS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-def heldout_text() -> str:
-    """Antony's funeral speech, *Julius Caesar* III.2 (Project Gutenberg text, public domain).
-
-    The bundled model's training left *Julius Caesar* and *Twelfth Night* out, so this is unseen text.
-    """
-    return HELDOUT_PATH.read_text(encoding="utf-8")
 
 
 class Int4Linear(torch.nn.Module):

@@ -5,10 +5,12 @@
                            GPT-2's width with 2 of its 12 blocks for the timings (``TEST_BLOCKS``), and no
                            ``torch.compile`` of GPT-2's shape
 
-A notebook's parameter cell reads it beside ``INFERLAB_FULL_RUN`` and ``INFERLAB_COMPILE``::
+A notebook's parameter cell reads it beside ``INFERLAB_FULL_RUN`` (``full_run()``: the learner asks for longer
+sweeps) and ``INFERLAB_COMPILE``::
 
     from inferlab import scale
     REPEATS = scale.pick(full=3, test=1)
+    FULL_RUN = scale.full_run()
 
 Only sizes change: the same code runs at both scales. The cells whose outputs the suite checks
 (``# NBVAL_CHECK_OUTPUT``) print the same at both, which the suite proves on every notebook: the stored
@@ -23,6 +25,7 @@ import os
 from typing import TypeVar
 
 ENV = "INFERLAB_SCALE"
+FULL_RUN_ENV = "INFERLAB_FULL_RUN"  # "1": the notebooks' longer sweeps and compiled steps (minutes on a CPU)
 SCALES = ("full", "test")
 TEST_BLOCKS = 2  # blocks of GPT-2's shape that the timed model keeps at the test scale (of 12)
 
@@ -52,3 +55,8 @@ def is_test() -> bool:
 def pick(full: T, test: T) -> T:
     """``full`` at the lesson's scale, ``test`` at the suite's: ``REPEATS = scale.pick(full=3, test=1)``."""
     return test if is_test() else full
+
+
+def full_run() -> bool:
+    """``INFERLAB_FULL_RUN=1``: the learner asked for the longer sweeps (and 04's compiled step); anything else: no."""
+    return os.environ.get(FULL_RUN_ENV, "").strip() == "1"

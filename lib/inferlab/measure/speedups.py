@@ -26,7 +26,8 @@ from ..engine import generate, prefill
 from ..fast import FastDecoder, onednn_packing
 from ..i18n import tr
 from ..models import Model
-from ..quantize import heldout_text, perplexity
+from ..paths import heldout_text
+from ..quantize import perplexity
 from ..timing import interleave, summarize, time_call
 from .kernels import KernelComparison
 from .machine import machine_profile, rate_then, x_floor_paired
@@ -62,7 +63,7 @@ class QuantRow:
 def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats: int = 3,
                text: str | None = None) -> list[QuantRow]:
     """Per ``inferlab.quantize.Quantized``: bytes, engine TTFT/TPOT (interleaved), perplexity on ``text``
-    (default: the held-out text, ``quantize.heldout_text()``).
+    (default: the held-out text, ``paths.heldout_text()``).
 
     With an ``fp32`` entry, also ``predicted_speedup`` (its bytes per step / these) and
     ``measured_speedup`` (its TPOT / this TPOT).
