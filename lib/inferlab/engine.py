@@ -14,7 +14,8 @@ is a ``Recorder`` handed each forward pass and each step. ``use_cache=False`` ch
 ``recompute_step`` the whole sequence every step instead of ``decode_step`` against the cache (notebook 05
 compares them).
 
-Shapes: ``ids`` ``[batch, tokens]``; ``logits`` ``[batch, vocab]`` (the last position).
+Shapes: ``ids`` ``[batch, tokens]``; ``logits`` ``[batch, vocab]`` (the last position). One piece (just over
+300 lines) on purpose: the two jobs, their input checks and the loop that calls them read top to bottom.
 """
 
 from __future__ import annotations
