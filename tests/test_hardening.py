@@ -150,20 +150,25 @@ def test_threads_recording_at_once_keep_their_own_data(model):
     assert hooks.active_hook_count(model) == 0 and _hf.current_attention(model) == "sdpa"
 
 
-def test_another_threads_forward_is_not_recorded(model):
-    """Thread A records; while A's forward is paused after its last block, thread B runs a whole unrecorded
-    forward on the same model. A's trace must hold A's attention, not B's."""
+def test_another_threads_forward_waits_for_a_recording(model):
+    """Thread A records; while A's forward is paused after its last block (eager kernel on, hooks attached),
+    thread B starts an unrecorded generate on the same model. B must wait for A's forward to end rather
+    than run in A's changed model; then B's answer is its own, and A's trace holds A's attention."""
     ref = _alone(model, PROMPT_A, 2)
     plain_ref = il.generate(model, PROMPT_B, 2, stop_at_eos=False).generated_ids
     recorder_thread: list[int] = []
     plain: list[list[int]] = []
+    b_threads: list[threading.Thread] = []
+    ran_while_paused: list[bool] = []
 
     def pause(_module, _inputs, _output):
-        if threading.get_ident() in recorder_thread and not plain:
+        if threading.get_ident() in recorder_thread and not b_threads:
             b = threading.Thread(target=lambda: plain.append(il.generate(model, PROMPT_B, 2,
                                                                           stop_at_eos=False).generated_ids))
+            b_threads.append(b)
             b.start()
-            b.join(60)
+            b.join(1.0)  # B gets a second to run; it must still be waiting for A's forward
+            ran_while_paused.append(bool(plain))
 
     handle = _hf.capture_points(model).blocks[-1].register_forward_hook(pause)
     try:
@@ -172,10 +177,47 @@ def test_another_threads_forward_is_not_recorded(model):
                                              traces.append(_alone(model, PROMPT_A, 2))))
         a.start()
         a.join(120)
+        b_threads[0].join(120)
     finally:
         handle.remove()
+    assert ran_while_paused == [False]
     assert plain == [plain_ref]
     _same_records(traces[0], ref)
+
+
+def test_unrecorded_answers_stay_right_while_another_thread_records(model):
+    """The probe's case: one thread records attention over and over while another generates unrecorded.
+    Every unrecorded answer must be the right one (not merely unrecorded), and nothing may raise."""
+    plain_ref = il.generate(model, PROMPT_B, 6, stop_at_eos=False).generated_ids
+    ref = _alone(model, PROMPT_A, 3)
+    answers: list[list[int]] = []
+    errors: list[BaseException] = []
+    stop = threading.Event()
+
+    def record():
+        try:
+            while not stop.is_set():
+                _same_records(_alone(model, PROMPT_A, 3), ref)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    def plain():
+        try:
+            for _ in range(40):
+                answers.append(il.generate(model, PROMPT_B, 6, stop_at_eos=False).generated_ids)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            stop.set()
+
+    threads = [threading.Thread(target=record), threading.Thread(target=plain)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    assert not errors, errors
+    assert len(answers) == 40 and all(a == plain_ref for a in answers)
+    assert hooks.active_hook_count(model) == 0 and _hf.current_attention(model) == "sdpa"
 
 
 def test_capture_refuses_a_batch(model):
@@ -397,3 +439,43 @@ def test_decode_step_refuses_what_does_not_fit(model):
 def test_encode_refuses_a_lone_surrogate(model):
     with pytest.raises(ValueError, match=r"U\+D800 at character 1"):
         model.encode("a\ud800b")
+
+
+def test_a_stream_has_one_reader_at_a_time(model):
+    s = il.stream(model, PROMPT_B, 4, stop_at_eos=False)
+    first = iter(s)
+    next(first)
+    got: list = []
+
+    def second_reader():
+        try:
+            got.append(list(s))
+        except RuntimeError as exc:
+            got.append(exc)
+
+    t = threading.Thread(target=second_reader)
+    t.start()
+    t.join(60)
+    assert isinstance(got[0], RuntimeError) and "being read by another loop or thread" in str(got[0])
+    rest = list(first)
+    assert len(rest) == 3 and [e.token_id for e in s] == s.trace.generated_ids  # finished: a replay works
+
+
+def test_threads_loading_the_same_model_at_once(model):
+    loaded: list = []
+    errors: list[BaseException] = []
+
+    def load():
+        try:
+            loaded.append(il.load("bundled", verbose=False))
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=load) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    ids = [model.encode(PROMPT_A)]
+    assert len(loaded) == 3 and all(torch.equal(il.forward_full(m, ids), il.forward_full(model, ids)) for m in loaded)

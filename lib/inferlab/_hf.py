@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import copy
 import os
+import threading
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,25 @@ from transformers import (
 )
 from transformers.pytorch_utils import Conv1D
 from transformers.utils import logging as hf_logging
+
+_LOCKS: weakref.WeakKeyDictionary[torch.nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+# transformers builds a model under process-wide switches (weights first made on the "meta" device, the default
+# dtype), and new_gpt2 seeds the global RNG: two threads building at once broke each other ("Cannot copy out of
+# meta tensor"). Models are built one at a time.
+_BUILD_LOCK = threading.Lock()
+
+
+def model_lock(model) -> threading.RLock:
+    """The model's lock: every forward here holds it, and so does anything that changes the model for a while
+    (a recording's eager kernel and hooks, a head switched off). So a thread's plain forward never runs while
+    another thread has the model in a changed state, and never sees it. Re-entrant: a thread may nest them."""
+    model = module(model)
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(model)
+        if lock is None:
+            lock = _LOCKS[model] = threading.RLock()
+        return lock
 
 
 def module(model) -> GPT2LMHeadModel:
@@ -51,10 +72,11 @@ def load_folder(path: Path | str, *, dtype: torch.dtype, device: torch.device,
             "modules. Fix: use a GPT-2-family model (gpt2, distilgpt2, gpt2-medium, ...) or the bundled one."
         )
     hf_logging.disable_progress_bar()  # a loading bar on stderr would break checked notebook cells
-    model = GPT2LMHeadModel.from_pretrained(
-        path, config=config, dtype=dtype, use_safetensors=True, local_files_only=local_only,
-        attn_implementation="sdpa", trust_remote_code=False,
-    )
+    with _BUILD_LOCK:
+        model = GPT2LMHeadModel.from_pretrained(
+            path, config=config, dtype=dtype, use_safetensors=True, local_files_only=local_only,
+            attn_implementation="sdpa", trust_remote_code=False,
+        )
     return model.to(device).eval()
 
 
@@ -92,10 +114,11 @@ def new_gpt2(*, n_layer: int, n_head: int, d_model: int, n_ctx: int = 1024, voca
 
     Tests also use it to write small checkpoints with ``save_pretrained``.
     """
-    torch.manual_seed(seed)
     config = GPT2Config(n_layer=n_layer, n_head=n_head, n_embd=d_model, n_positions=n_ctx, vocab_size=vocab_size)
     config._attn_implementation = "sdpa"
-    model = GPT2LMHeadModel(config).to(dtype)
+    with _BUILD_LOCK:
+        torch.manual_seed(seed)
+        model = GPT2LMHeadModel(config).to(dtype)
     return model.to(device).eval()
 
 
@@ -146,8 +169,9 @@ def forward(model: GPT2LMHeadModel, ids: torch.Tensor, cache: DynamicCache | Non
     if cache_position is not None:
         kwargs["cache_position"] = cache_position
         kwargs["position_ids"] = cache_position.unsqueeze(0)
-    out = model(input_ids=ids, cache=cache, use_cache=use_cache,
-                logits_to_keep=1 if last_only else 0, **kwargs)
+    with model_lock(model):
+        out = model(input_ids=ids, cache=cache, use_cache=use_cache,
+                    logits_to_keep=1 if last_only else 0, **kwargs)
     return out.logits, (out.cache if use_cache else None)
 
 
@@ -165,15 +189,16 @@ def cache_length(cache) -> int:
 def attention_implementation(model: GPT2LMHeadModel, name: str) -> Iterator[None]:
     """Temporarily switch the attention kernel ("eager" returns probabilities; "sdpa" does not)."""
     model = module(model)
-    before = model.config._attn_implementation
-    if before == name:
-        yield
-        return
-    model.set_attn_implementation(name)
-    try:
-        yield
-    finally:
-        model.set_attn_implementation(before)
+    with model_lock(model):  # no other thread's forward runs with the kernel switched
+        before = model.config._attn_implementation
+        if before == name:
+            yield
+            return
+        model.set_attn_implementation(name)
+        try:
+            yield
+        finally:
+            model.set_attn_implementation(before)
 
 
 def current_attention(model: GPT2LMHeadModel) -> str:
@@ -197,7 +222,7 @@ def hf_generate(model: GPT2LMHeadModel, ids: torch.Tensor, *, max_new_tokens: in
         kwargs.update(temperature=temperature, top_k=top_k, top_p=top_p)
     else:  # silence "temperature is set but do_sample=False" style warnings
         kwargs.update(temperature=None, top_k=None, top_p=None)
-    with torch.inference_mode():
+    with torch.inference_mode(), model_lock(model):
         out = model.generate(ids, **kwargs)
     return out[:, ids.shape[1]:]
 

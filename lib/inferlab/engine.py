@@ -204,7 +204,8 @@ class Stream:
     """Iterate to get ``TokenEvent``s as they are made; ``.trace`` holds the full ``Trace`` afterwards.
 
     The model runs during the first iteration. Iterating again replays the same events from memory
-    (the model does not run again) and leaves ``.trace`` as it was.
+    (the model does not run again) and leaves ``.trace`` as it was. One reader at a time: a second loop
+    (or thread) that starts while the first is still reading gets a clear error, not a silent partial list.
     """
 
     def __init__(self, gen: Iterator[TokenEvent], trace: Trace) -> None:
@@ -212,18 +213,26 @@ class Stream:
         self._trace = trace
         self.events: list[TokenEvent] = []
         self.trace: Trace | None = None
+        self._reading = False  # a loop is reading the model's events now
 
     def __iter__(self) -> Iterator[TokenEvent]:
         if self._gen is None:
+            if self._reading:
+                raise RuntimeError(tr("this stream is being read by another loop or thread ({n} events so far): one "
+                                      "stream runs the model once, for one reader. Fix: read it in one loop (iterate "
+                                      "again after it finishes to replay it), or start one il.stream(...) per reader.",
+                                      n=len(self.events)))
             yield from list(self.events)
             return
         gen, self._gen = self._gen, None
-        for event in gen:
-            self.events.append(event)
-            yield event
-        self.trace = self._trace
-        return
-
+        self._reading = True
+        try:
+            for event in gen:
+                self.events.append(event)
+                yield event
+            self.trace = self._trace
+        finally:
+            self._reading = False
     def __repr__(self) -> str:
         n = len(self.events)
         if self.trace is not None:

@@ -14,17 +14,17 @@ and ``Captures.residual()``.
 Attention probabilities need the eager attention kernel (SDPA never materializes them), so a capture
 of ``"attention"`` switches the model to eager for its duration and back after.
 
-Runs that overlap stay apart: a capture serves the thread that opened it (a forward run by another
-thread meanwhile is not recorded), and captures of one model are serialized by a per-model lock, so
-two threads recording at once take turns instead of swapping data. Hold a capture around one forward
-pass at a time (as the engine does), not across a ``yield``.
+Runs that overlap stay apart: a capture holds the model's lock (``_hf.model_lock``), which every forward
+pass also takes, so another thread's forward waits until the capture ends instead of running with the
+eager kernel or the hooks of someone else's recording; two threads recording at once take turns. A capture
+serves the thread that opened it. Hold a capture around one forward pass at a time (as the engine does),
+not across a ``yield``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-import weakref
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -35,8 +35,6 @@ from .errors import bad_value
 CAPTURE_KINDS = ("embeddings", "attention", "residual")
 EMBED_TOK, EMBED_POS, EMBED_SUM = "embed.tok", "embed.pos", "embed.sum"
 
-_LOCKS: weakref.WeakKeyDictionary[torch.nn.Module, threading.RLock] = weakref.WeakKeyDictionary()
-_LOCKS_GUARD = threading.Lock()
 
 
 def attn_pattern(layer: int) -> str:
@@ -72,16 +70,6 @@ class Captures(dict):
 def active_hook_count(model) -> int:
     """How many forward hooks are registered anywhere in ``model`` (0 after every run)."""
     return sum(len(m._forward_hooks) + len(m._forward_pre_hooks) for m in _hf.module(model).modules())
-
-
-def model_lock(model) -> threading.RLock:
-    """The lock that serializes captures on ``model`` (re-entrant: a thread may nest captures)."""
-    model = _hf.module(model)
-    with _LOCKS_GUARD:
-        lock = _LOCKS.get(model)
-        if lock is None:
-            lock = _LOCKS[model] = threading.RLock()
-        return lock
 
 
 def check_kinds(kinds: Iterable[str]) -> set[str]:
@@ -129,7 +117,7 @@ def capture(model, kinds: Iterable[str]) -> Iterator[Captures]:
                 store[name] = tensor[0].detach()
         return hook
 
-    with model_lock(model), contextlib.ExitStack() as stack:
+    with _hf.model_lock(model), contextlib.ExitStack() as stack:
         try:
             if "embeddings" in kinds:
                 handles.append(points.token_embedding.register_forward_hook(keep(EMBED_TOK)))
@@ -145,6 +133,8 @@ def capture(model, kinds: Iterable[str]) -> Iterator[Captures]:
 
                 def keep_probs(name: str):
                     def hook(_module, _inputs, output):
+                        if threading.get_ident() != owner:  # another thread's forward: not ours to judge
+                            return
                         weights = _hf.attention_probs(output)
                         if weights is None:
                             raise RuntimeError("attention weights were not returned; the eager kernel is "
@@ -182,7 +172,7 @@ def zero_heads(model, off: dict[int, list[int]]) -> Iterator[None]:
             return (x, *args[1:])
         return hook
 
-    with model_lock(model):
+    with _hf.model_lock(model):
         try:
             for layer, heads in off.items():
                 handles.append(_hf.head_mask_point(model, layer).register_forward_pre_hook(zero(heads)))
