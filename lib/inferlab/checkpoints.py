@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import threading
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -18,6 +20,7 @@ import torch
 
 from . import _hf
 from .errors import bad_value
+from .i18n import tr
 from .paths import BUNDLED_DIR
 
 HUB_PROBE_SECONDS = 3.0
@@ -69,28 +72,60 @@ def hub_cached(name: str) -> bool:
 
 def hub_address() -> tuple[str, int]:
     """(host, port) of the Hugging Face Hub, from ``HF_ENDPOINT`` when set (a mirror or a proxy)."""
-    url = urlsplit(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    url = urlsplit(hub_endpoint())
     return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
 
 
-def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
-    """Can a TCP connection to the hub open within ``timeout`` seconds? (DNS included, in a thread.)
+def hub_endpoint() -> str:
+    """The Hugging Face Hub's base address: ``HF_ENDPOINT`` when set (a mirror), else https://huggingface.co."""
+    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
 
-    Without this probe a network that drops packets makes the hub client retry for minutes.
+
+def hub_problem(name: str = "gpt2", timeout: float = HUB_PROBE_SECONDS) -> str | None:
+    """Why the hub cannot serve ``name`` now, in a few words; ``None`` when it can.
+
+    One real HTTP request (the hub's model API, ``{endpoint}/api/models/{name}``), at most ``timeout`` seconds
+    in all, DNS and proxies (``HTTPS_PROXY``) included, no retries. A TCP connection alone is not enough: a
+    proxy that accepts and never answers, a captive portal's login page, or a connection reset all open one.
+    Without this probe the hub client waits for minutes and then blames the model's name.
     """
-    result: list[bool] = []
+    url = f"{hub_endpoint()}/api/models/{urllib.parse.quote(name, safe='/')}"
+    result: list[str | None] = []
 
     def probe() -> None:
         try:
-            with socket.create_connection(hub_address(), timeout=timeout):
-                result.append(True)
-        except OSError:
-            result.append(False)
+            request = urllib.request.Request(url, headers={"User-Agent": "inferlab", "Accept": "application/json"})
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                body = response.read(1_000_000)
+            data = json.loads(body)
+            ok = isinstance(data, dict) and (data.get("id") or data.get("modelId"))
+            result.append(None if ok else tr("{url} answered, but not as the hub does (not its JSON)", url=url))
+        except urllib.error.HTTPError as exc:
+            result.append(tr("{url} answered HTTP {code}", url=url, code=exc.code))
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            result.append(tr("{url} answered with a web page, not the hub's JSON (a login page or a proxy?)",
+                             url=url))
+        except (OSError, ValueError) as exc:  # refused, reset, DNS, TLS, timeout; ValueError: a malformed address
+            reason = getattr(exc, "reason", exc)
+            if isinstance(reason, TimeoutError):  # connected (or not) and then nothing came back
+                result.append(tr("{url} did not answer within {seconds:.0f} s", url=url, seconds=timeout))
+                return
+            result.append(tr("{url} could not be reached ({why})", url=url, why=f"{type(reason).__name__}: "
+                             f"{reason}"[:160]))
 
+    if urlsplit(url).scheme not in ("http", "https"):
+        return tr("HF_ENDPOINT={endpoint!r} is not an http(s) address", endpoint=hub_endpoint())
     t = threading.Thread(target=probe, daemon=True)
     t.start()
-    t.join(timeout)
-    return bool(result and result[0])
+    t.join(timeout + 0.5)
+    if not result:
+        return tr("{url} did not answer within {seconds:.0f} s", url=url, seconds=timeout)
+    return result[0]
+
+
+def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
+    """Does the hub answer a real request within ``timeout`` seconds? (``hub_problem`` says why not.)"""
+    return hub_problem("gpt2", timeout) is None
 
 
 def bundled_tokenizer():
@@ -177,11 +212,16 @@ def from_hub(name: str, dtype, device):
             f"model={name!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set. Fix: "
             "download it once on a machine with a network (see the README's workshop guide), pass a "
             "local folder, or use model='bundled'.")
-    if not hub_reachable():
-        raise ConnectionError(
-            f"model={name!r}: not a folder, not in the local Hugging Face cache, and the hub did not answer "
-            f"within {HUB_PROBE_SECONDS:.0f} s. Fix: check the network, pass a folder written by "
-            "save_pretrained(), or use model='bundled'.")
+    problem = hub_problem(name)
+    if problem is not None and any(f"HTTP {code}" in problem for code in (401, 404)):
+        raise ValueError(f"model={name!r}: not a folder, not in the local Hugging Face cache, and the hub has no "
+                         f"public model by that name ({problem}). Fix: check the spelling (gpt2, distilgpt2, "
+                         "gpt2-medium, gpt2-large, gpt2-xl), pass a folder written by save_pretrained(), or use "
+                         "model='bundled'.")
+    if problem is not None:
+        raise ConnectionError(f"model={name!r}: not a folder, not in the local Hugging Face cache, and the hub "
+                              f"cannot be used from here: {problem}. Fix: check the network (or HF_ENDPOINT, "
+                              "HTTPS_PROXY), pass a folder written by save_pretrained(), or use model='bundled'.")
     try:
         check_config(_hf.hub_file(name, "config.json", local_only=False), name)
         tok = _hf.load_tokenizer(name, local_only=False)
@@ -189,7 +229,7 @@ def from_hub(name: str, dtype, device):
         return _hf.load_folder(name, dtype=dtype, device=device, local_only=False), tok, "hub-download"
     except ValueError:
         raise
-    except Exception as exc:
-        raise ValueError(f"model={name!r}: the hub has no usable GPT-2 checkpoint under that name "
-                         f"({type(exc).__name__}: {exc}). Fix: check the spelling (gpt2, distilgpt2, "
-                         "gpt2-medium, gpt2-large, gpt2-xl) or use model='bundled'.") from exc
+    except Exception as exc:  # the hub knows the name (the probe said so): the transfer failed
+        raise ConnectionError(f"model={name!r}: the hub knows this model, but downloading it failed "
+                              f"({type(exc).__name__}: {str(exc)[:200]}). Fix: try again, check the network, or "
+                              "use model='bundled'.") from exc

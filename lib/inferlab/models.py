@@ -180,12 +180,10 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
         elif _hf.hub_offline():
             model = "bundled"
             reason = tr("HF_HUB_OFFLINE is set and GPT-2 is not in the local cache")
-        elif checkpoints.hub_reachable():
+        elif (problem := checkpoints.hub_problem("gpt2")) is None:
             model, reason = "gpt2", tr("real GPT-2 downloaded from the Hugging Face Hub")
         else:
-            model = "bundled"
-            reason = tr("the Hugging Face Hub did not answer within {seconds:.0f} s",
-                        seconds=checkpoints.HUB_PROBE_SECONDS)
+            model, reason = "bundled", tr("the Hugging Face Hub cannot be used from here: {problem}", problem=problem)
 
     source: str
     if model in BUNDLED_NAMES:
@@ -216,7 +214,12 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
         name, source, path = folder.name, "folder", str(folder)
         reason = reason or tr("a local folder")
     else:
-        hf, tok, source = checkpoints.from_hub(model, dt, dev)
+        try:
+            hf, tok, source = checkpoints.from_hub(model, dt, dev)
+        except (ConnectionError, OSError) as exc:
+            if requested != "auto":
+                raise
+            return _load("bundled", dev, dt, dtype, tr("the download of real GPT-2 failed ({why})", why=exc), verbose)
         name, path = model, model
         reason = reason or (tr("found in the local Hugging Face cache") if source == "hub-cache"
                             else tr("downloaded from the Hugging Face Hub"))
