@@ -140,7 +140,7 @@ def test_predictions_are_floors_plus_overhead_by_hand(model, short_trace):
 
 
 def test_cached_model_never_downloads(model, monkeypatch):
-    monkeypatch.setattr(il.checkpoints, "hub_cached", lambda name: False)
+    monkeypatch.setattr(il.hub, "hub_cached", lambda name: False)
     assert L.cached_model("gpt2", model) is None
     assert L.cached_model(model.info.name, model) is None  # the loaded model is not loaded twice
 

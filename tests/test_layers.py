@@ -17,7 +17,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("errors", "paths", "plain", "progress", "scale", "timing", "units"),  # plain helpers
     ("cost",),                                              # formulas: FLOPs, bytes, floors, published shapes
     ("_hf",),                                               # the one adapter to Hugging Face
-    ("checkpoints",),                                       # where weights come from: device, dtype, hub, folder checks
+    ("checkpoints",),                                       # a model folder's files, checked; device and dtype
+    ("hub",),                                               # the Hugging Face Hub: a probe that never hangs
     ("models",),                                            # load(), Model, ModelInfo
     ("cache", "sampling", "hooks", "bpe", "tokens"),        # the pieces inference is made of
     ("generation", "charstream"),                           # settings and streamed text; bytes into characters
@@ -95,7 +96,7 @@ def test_an_upward_import_is_named():
     texts = {timing: "from .engine import generate\n", sweeps: "from ..viz import latency\n"}
     assert upward_imports([timing, sweeps], texts) == [
         "timing.py (layer 1) imports from higher layers: ['engine']",
-        "measure/sweeps.py (layer 12) imports from higher layers: ['viz']"]
+        "measure/sweeps.py (layer 13) imports from higher layers: ['viz']"]
 
 
 def test_no_import_cycles_between_modules():

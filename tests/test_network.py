@@ -17,9 +17,9 @@ import time
 import pytest
 
 import inferlab as il
-from inferlab import checkpoints
+from inferlab import hub
 
-LIMIT_S = checkpoints.HUB_PROBE_SECONDS + 3  # the probe's budget, and some room for loading the bundled model
+LIMIT_S = hub.HUB_PROBE_SECONDS + 3  # the probe's budget, and some room for loading the bundled model
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -75,7 +75,7 @@ def online(monkeypatch):
     """The environment of a learner with a network: not offline, no model chosen by the environment."""
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("INFERLAB_MODEL", raising=False)
-    monkeypatch.setattr(checkpoints, "hub_cached", lambda name: False)  # as on a machine that never downloaded it
+    monkeypatch.setattr(hub, "hub_cached", lambda name: False)  # as on a machine that never downloaded it
 
     def at(endpoint: str) -> None:
         monkeypatch.setenv("HF_ENDPOINT", endpoint)
@@ -114,13 +114,13 @@ def test_the_probe_accepts_a_hub_that_answers_and_names_a_missing_model(online):
     missing, missing_url = _http_server(b'{"error": "Repository not found"}', status=404, kind="application/json")
     try:
         online(url)
-        assert checkpoints.hub_problem("gpt2") is None and checkpoints.hub_reachable()
+        assert hub.hub_problem("gpt2") is None and hub.hub_reachable()
         online(missing_url)
-        assert "HTTP 404" in checkpoints.hub_problem("gtp2")
+        assert "HTTP 404" in hub.hub_problem("gtp2")
         with pytest.raises(ValueError, match=r"no public model by that name.*spelling"):
             il.load("gtp2", verbose=False)
         online("ftp://example.org")
-        assert "not an http(s) address" in checkpoints.hub_problem("gpt2")
+        assert "not an http(s) address" in hub.hub_problem("gpt2")
     finally:
         server.shutdown()
         missing.shutdown()

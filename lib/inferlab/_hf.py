@@ -73,11 +73,54 @@ def load_folder(path: Path | str, *, dtype: torch.dtype, device: torch.device,
         )
     hf_logging.disable_progress_bar()  # a loading bar on stderr would break checked notebook cells
     with _BUILD_LOCK:
-        model = GPT2LMHeadModel.from_pretrained(
-            path, config=config, dtype=dtype, use_safetensors=True, local_files_only=local_only,
-            attn_implementation="sdpa", trust_remote_code=False,
-        )
+        before = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # transformers' own load report: we read it below and say it better
+        try:
+            model, report = GPT2LMHeadModel.from_pretrained(
+                path, config=config, dtype=dtype, use_safetensors=True, local_files_only=local_only,
+                attn_implementation="sdpa", trust_remote_code=False, output_loading_info=True,
+                ignore_mismatched_sizes=True,  # listed in the report below, and refused there by name
+            )
+        finally:
+            hf_logging.set_verbosity(before)
+    wrong = {kind: sorted(str(k) for k in report.get(kind) or ()) for kind in
+             ("missing_keys", "unexpected_keys", "mismatched_keys", "error_msgs")}
+    if any(wrong.values()):
+        said = "; ".join(f"{len(v)} {kind.replace('_', ' ')} (e.g. {', '.join(v[:2])})" for kind, v in wrong.items()
+                         if v)
+        raise ValueError(f"model={str(path)!r}: its weights do not match its config.json: {said}. A model built "
+                         "from it would run with made-up or dropped weights. Fix: re-save the folder with "
+                         "save_pretrained() from the model whose weights these are.")
     return model.to(device).eval()
+
+
+# The largest sizes a GPT-2-family config may ask for: gpt2-xl is 48 layers x 25 heads x 1600 wide, 1024 positions.
+# A config far beyond them is a typo or a trap (n_layer: 1000000 would build for hours before failing).
+SIZE_LIMITS = {"n_layer": 256, "n_head": 256, "n_embd": 16384, "n_positions": 131072, "vocab_size": 1_000_000}
+
+
+def config_size_problem(config: dict) -> str | None:
+    """What in a GPT-2 ``config.json`` (read as a dict) cannot build a model, in words; ``None`` if nothing.
+
+    Missing, non-integer, non-positive or absurdly large sizes; heads that do not divide the width; and the
+    cross-attention a decoder-only GPT-2 does not have.
+    """
+    for key, most in SIZE_LIMITS.items():
+        value = config.get(key, config.get("n_ctx") if key == "n_positions" else None)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            return f"has {key}={value!r}; a GPT-2 needs a whole number from 1 to {most:,}"
+    if config["n_embd"] % config["n_head"]:
+        return (f"has n_head={config['n_head']}, which does not divide n_embd={config['n_embd']} (each head gets "
+                "n_embd / n_head dimensions)")
+    if config.get("add_cross_attention"):
+        return ("sets add_cross_attention=true (an encoder-decoder's cross-attention); the course's GPT-2 is "
+                "decoder-only")
+    return None
+
+
+def nonfinite_weights(model) -> list[str]:
+    """Names of the weights holding NaN or infinity (a checkpoint that would make every logit NaN)."""
+    return [name for name, p in module(model).named_parameters() if not bool(torch.isfinite(p).all())]
 
 
 def load_tokenizer(path: Path | str, *, local_only: bool) -> PreTrainedTokenizerBase:

@@ -1,29 +1,22 @@
-"""Checkpoints: where a model's weights come from, checked before transformers sees them.
+"""Checkpoints: a model folder's files, checked before and after transformers reads them.
 
-The device and dtype a model runs in; whether the Hugging Face Hub answers (a probe that never hangs);
-and a checkpoint folder's checks: its ``config.json`` read by us first (no code from a model folder ever
-runs), safetensors only (never pickles), tokenizer files present and GPT-2's. ``models.load`` calls these.
+The device and dtype a model runs in, and a checkpoint folder's checks: its ``config.json`` read by us first
+(no code from a model folder ever runs; sizes a GPT-2 can have), safetensors only (never pickles), weights that
+match the config and are finite, a shard index that stays in its folder, tokenizer files that are whole and
+fit the model. ``models.load`` calls these; ``hub.py`` fetches from the Hugging Face Hub.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import threading
-import urllib.error
-import urllib.parse
-import urllib.request
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import torch
 
 from . import _hf
 from .errors import bad_value
-from .i18n import tr
 from .paths import BUNDLED_DIR
 
-HUB_PROBE_SECONDS = 3.0
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
            "fp16": torch.float16, "half": torch.float16, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16}
 
@@ -65,72 +58,12 @@ def resolve_dtype(dtype, device: torch.device) -> torch.dtype:
                     "leave dtype=None for the device's default")
 
 
-def hub_cached(name: str) -> bool:
-    """True when the Hugging Face checkpoint ``name`` (e.g. ``"gpt2"``) is complete in the local cache."""
-    return _hf.hub_cached(name)
-
-
-def hub_address() -> tuple[str, int]:
-    """(host, port) of the Hugging Face Hub, from ``HF_ENDPOINT`` when set (a mirror or a proxy)."""
-    url = urlsplit(hub_endpoint())
-    return url.hostname or "huggingface.co", url.port or (80 if url.scheme == "http" else 443)
-
-
-def hub_endpoint() -> str:
-    """The Hugging Face Hub's base address: ``HF_ENDPOINT`` when set (a mirror), else https://huggingface.co."""
-    return os.environ.get("HF_ENDPOINT", "").strip().rstrip("/") or "https://huggingface.co"
-
-
-def hub_problem(name: str = "gpt2", timeout: float = HUB_PROBE_SECONDS) -> str | None:
-    """Why the hub cannot serve ``name`` now, in a few words; ``None`` when it can.
-
-    One real HTTP request (the hub's model API, ``{endpoint}/api/models/{name}``), at most ``timeout`` seconds
-    in all, DNS and proxies (``HTTPS_PROXY``) included, no retries. A TCP connection alone is not enough: a
-    proxy that accepts and never answers, a captive portal's login page, or a connection reset all open one.
-    Without this probe the hub client waits for minutes and then blames the model's name.
-    """
-    url = f"{hub_endpoint()}/api/models/{urllib.parse.quote(name, safe='/')}"
-    result: list[str | None] = []
-
-    def probe() -> None:
-        try:
-            request = urllib.request.Request(url, headers={"User-Agent": "inferlab", "Accept": "application/json"})
-            with urllib.request.urlopen(request, timeout=timeout) as response:
-                body = response.read(1_000_000)
-            data = json.loads(body)
-            ok = isinstance(data, dict) and (data.get("id") or data.get("modelId"))
-            result.append(None if ok else tr("{url} answered, but not as the hub does (not its JSON)", url=url))
-        except urllib.error.HTTPError as exc:
-            result.append(tr("{url} answered HTTP {code}", url=url, code=exc.code))
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            result.append(tr("{url} answered with a web page, not the hub's JSON (a login page or a proxy?)",
-                             url=url))
-        except (OSError, ValueError) as exc:  # refused, reset, DNS, TLS, timeout; ValueError: a malformed address
-            reason = getattr(exc, "reason", exc)
-            if isinstance(reason, TimeoutError):  # connected (or not) and then nothing came back
-                result.append(tr("{url} did not answer within {seconds:.0f} s", url=url, seconds=timeout))
-                return
-            result.append(tr("{url} could not be reached ({why})", url=url, why=f"{type(reason).__name__}: "
-                             f"{reason}"[:160]))
-
-    if urlsplit(url).scheme not in ("http", "https"):
-        return tr("HF_ENDPOINT={endpoint!r} is not an http(s) address", endpoint=hub_endpoint())
-    t = threading.Thread(target=probe, daemon=True)
-    t.start()
-    t.join(timeout + 0.5)
-    if not result:
-        return tr("{url} did not answer within {seconds:.0f} s", url=url, seconds=timeout)
-    return result[0]
-
-
-def hub_reachable(timeout: float = HUB_PROBE_SECONDS) -> bool:
-    """Does the hub answer a real request within ``timeout`` seconds? (``hub_problem`` says why not.)"""
-    return hub_problem("gpt2", timeout) is None
-
-
 def bundled_tokenizer():
     """GPT-2's tokenizer from the bundled model's files (what random-weight models use)."""
     return _hf.gpt2_tokenizer_from_files(BUNDLED_DIR / "vocab.json", BUNDLED_DIR / "merges.txt")
+
+
+CONFIG_MAX_BYTES = 1_000_000  # a GPT-2 config.json is about 1 KB; a 3 GB one is not a config
 
 
 def check_config(config_path: Path, label: str) -> None:
@@ -140,8 +73,12 @@ def check_config(config_path: Path, label: str) -> None:
     non-GPT-2 ``model_type``. So no code from a model folder ever runs, and transformers never asks.
     """
     try:
+        size = config_path.stat().st_size
+        if size > CONFIG_MAX_BYTES:
+            raise ValueError(f"model={label!r}: config.json is {size:,} bytes; a model's config is a few KB. "
+                             "Fix: re-save the model with save_pretrained().")
         config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError) as exc:
         raise ValueError(f"model={label!r}: config.json could not be read as JSON ({type(exc).__name__}: {exc}). "
                          "Fix: re-save the model with save_pretrained().") from None
     if not isinstance(config, dict):
@@ -155,14 +92,23 @@ def check_config(config_path: Path, label: str) -> None:
         raise ValueError(f"model={label!r} is a {config.get('model_type')!r} model; inferlab's hooks follow GPT-2's "
                          "modules. Fix: use a GPT-2-family model (gpt2, distilgpt2, gpt2-medium, ...) or the "
                          "bundled one.")
+    problem = _hf.config_size_problem(config)
+    if problem:
+        raise ValueError(f"model={label!r}: config.json {problem}. Fix: correct config.json, or re-save the model "
+                         "with save_pretrained().")
 
 
-def check_tokenizer(tokenizer, label: str) -> None:
-    """Refuse a tokenizer that loaded empty (transformers builds one from a folder with no tokenizer files)."""
+def check_tokenizer(tokenizer, label: str, vocab_size: int | None = None) -> None:
+    """Refuse a tokenizer that loaded empty (transformers builds one from a folder with no tokenizer files), and
+    one whose ids go past the model's embedding table (``vocab_size`` rows)."""
     if len(tokenizer) < 257 or tokenizer.eos_token_id is None:
         raise ValueError(f"model={label!r}: its tokenizer has {len(tokenizer)} entries and "
                          f"eos_token_id={tokenizer.eos_token_id}: not GPT-2's byte-level BPE. Fix: save the "
                          "tokenizer beside the weights (tokenizer.save_pretrained(folder)).")
+    if vocab_size is not None and len(tokenizer) > vocab_size:
+        raise ValueError(f"model={label!r}: its tokenizer has {len(tokenizer):,} tokens but the model's embedding "
+                         f"table only {vocab_size:,} rows, so some ids have no vector. Fix: save the tokenizer that "
+                         "was trained with these weights.")
 
 
 def from_folder(path: Path, dtype, device):
@@ -185,6 +131,7 @@ def from_folder(path: Path, dtype, device):
         raise FileNotFoundError(
             f"model={label!r}: the folder has no tokenizer files ({names}). Fix: save the tokenizer beside "
             "the weights: tokenizer.save_pretrained(folder).")
+    check_shards(path, label)
     try:
         hf = _hf.load_folder(path, dtype=dtype, device=device, local_only=True)
     except ValueError:
@@ -192,44 +139,66 @@ def from_folder(path: Path, dtype, device):
     except Exception as exc:  # corrupt weights, wrong shapes, unreadable config ...
         raise ValueError(f"model={label!r}: could not load the weights ({type(exc).__name__}: {exc}). "
                          "Fix: re-save the folder with save_pretrained().") from exc
-    if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
-        tok = _hf.gpt2_tokenizer_from_files(path / "vocab.json", path / "merges.txt")
-    else:
-        tok = _hf.load_tokenizer(path, local_only=True)
-    check_tokenizer(tok, label)
+    check_finite(hf, label)
+    try:
+        if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+            check_bpe_files(path, label)
+            tok = _hf.gpt2_tokenizer_from_files(path / "vocab.json", path / "merges.txt")
+        else:
+            tok = _hf.load_tokenizer(path, local_only=True)
+    except ValueError:
+        raise
+    except Exception as exc:  # a tokenizer.json that is not one, unreadable files ...
+        raise ValueError(f"model={label!r}: its tokenizer files could not be read ({type(exc).__name__}: "
+                         f"{str(exc)[:200]}). Fix: tokenizer.save_pretrained(folder) from the model's "
+                         "tokenizer.") from None
+    check_tokenizer(tok, label, vocab_size=_hf.shape_facts(hf).vocab_size)
     return hf, tok
 
 
-def from_hub(name: str, dtype, device):
-    """A hub name: local cache first; the network only when allowed and reachable."""
-    if _hf.hub_cached(name):
-        check_config(_hf.hub_file(name, "config.json", local_only=True), name)
-        tok = _hf.load_tokenizer(name, local_only=True)
-        check_tokenizer(tok, name)
-        return _hf.load_folder(name, dtype=dtype, device=device, local_only=True), tok, "hub-cache"
-    if _hf.hub_offline():
-        raise FileNotFoundError(
-            f"model={name!r} is not in the local Hugging Face cache and HF_HUB_OFFLINE is set. Fix: "
-            "download it once on a machine with a network (see the README's workshop guide), pass a "
-            "local folder, or use model='bundled'.")
-    problem = hub_problem(name)
-    if problem is not None and any(f"HTTP {code}" in problem for code in (401, 404)):
-        raise ValueError(f"model={name!r}: not a folder, not in the local Hugging Face cache, and the hub has no "
-                         f"public model by that name ({problem}). Fix: check the spelling (gpt2, distilgpt2, "
-                         "gpt2-medium, gpt2-large, gpt2-xl), pass a folder written by save_pretrained(), or use "
-                         "model='bundled'.")
-    if problem is not None:
-        raise ConnectionError(f"model={name!r}: not a folder, not in the local Hugging Face cache, and the hub "
-                              f"cannot be used from here: {problem}. Fix: check the network (or HF_ENDPOINT, "
-                              "HTTPS_PROXY), pass a folder written by save_pretrained(), or use model='bundled'.")
+def check_shards(path: Path, label: str) -> None:
+    """A sharded checkpoint's index may name only files inside its own folder (no ``../`` or absolute paths)."""
+    for index in path.glob("*.safetensors.index.json"):
+        try:
+            weight_map = json.loads(index.read_text(encoding="utf-8")).get("weight_map", {})
+            files = set(weight_map.values())
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError, TypeError) as exc:
+            raise ValueError(f"model={label!r}: {index.name} is not a weight index ({type(exc).__name__}). "
+                             "Fix: re-save the model with save_pretrained().") from None
+        outside = sorted(str(f) for f in files if not isinstance(f, str) or
+                         not (path / f).resolve().is_relative_to(path.resolve()))
+        if outside:
+            raise ValueError(f"model={label!r}: {index.name} points outside the model's folder ({outside[:2]}); "
+                             "inferlab reads weights only from the folder itself. Fix: re-save the model with "
+                             "save_pretrained().")
+
+
+def check_finite(model, label: str) -> None:
+    """Refuse weights holding NaN or infinity: every logit would be NaN, and sampling would fail later."""
+    bad = _hf.nonfinite_weights(model)
+    if bad:
+        raise ValueError(f"model={label!r}: {len(bad)} weight tensor(s) hold NaN or infinity (e.g. {bad[0]}). "
+                         "Fix: use a checkpoint saved from a healthy model (a training run that diverged writes such "
+                         "weights).")
+
+
+def check_bpe_files(path: Path, label: str) -> None:
+    """``vocab.json`` must be a JSON table of tokens and ``merges.txt`` must hold merges (an empty one would
+    tokenize every text into single bytes, silently)."""
     try:
-        check_config(_hf.hub_file(name, "config.json", local_only=False), name)
-        tok = _hf.load_tokenizer(name, local_only=False)
-        check_tokenizer(tok, name)
-        return _hf.load_folder(name, dtype=dtype, device=device, local_only=False), tok, "hub-download"
-    except ValueError:
-        raise
-    except Exception as exc:  # the hub knows the name (the probe said so): the transfer failed
-        raise ConnectionError(f"model={name!r}: the hub knows this model, but downloading it failed "
-                              f"({type(exc).__name__}: {str(exc)[:200]}). Fix: try again, check the network, or "
-                              "use model='bundled'.") from exc
+        vocab = json.loads((path / "vocab.json").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"model={label!r}: vocab.json could not be read as JSON ({type(exc).__name__}: {exc}); "
+                         "it may be cut short. Fix: tokenizer.save_pretrained(folder) again.") from None
+    if not isinstance(vocab, dict) or len(vocab) < 257:
+        raise ValueError(f"model={label!r}: vocab.json holds {len(vocab) if isinstance(vocab, dict) else 0} tokens; "
+                         "GPT-2's byte-level BPE needs at least 257. Fix: tokenizer.save_pretrained(folder) again.")
+    try:
+        merges = [line for line in (path / "merges.txt").read_text(encoding="utf-8").splitlines()
+                  if line.strip() and not line.startswith("#version")]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ValueError(f"model={label!r}: merges.txt could not be read ({type(exc).__name__}). Fix: "
+                         "tokenizer.save_pretrained(folder) again.") from None
+    if not merges:
+        raise ValueError(f"model={label!r}: merges.txt holds no merges, so every text would become single bytes. "
+                         "Fix: tokenizer.save_pretrained(folder) again.")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from . import _hf, checkpoints
+from . import _hf, checkpoints, hub
 from .cost import GPT2_SHAPES
 from .errors import bad_value, check_number, check_utf8
 from .i18n import tr
@@ -175,12 +175,12 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
         notes.append("float16 chosen by default on CUDA (pass dtype='float32' for full precision)")
     requested = model
     if model == "auto":
-        if _hf.hub_cached("gpt2"):
+        if hub.hub_cached("gpt2"):
             model, reason = "gpt2", tr("real GPT-2 found in the local Hugging Face cache")
         elif _hf.hub_offline():
             model = "bundled"
             reason = tr("HF_HUB_OFFLINE is set and GPT-2 is not in the local cache")
-        elif (problem := checkpoints.hub_problem("gpt2")) is None:
+        elif (problem := hub.hub_problem("gpt2")) is None:
             model, reason = "gpt2", tr("real GPT-2 downloaded from the Hugging Face Hub")
         else:
             model, reason = "bundled", tr("the Hugging Face Hub cannot be used from here: {problem}", problem=problem)
@@ -215,7 +215,7 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
         reason = reason or tr("a local folder")
     else:
         try:
-            hf, tok, source = checkpoints.from_hub(model, dt, dev)
+            hf, tok, source = hub.from_hub(model, dt, dev)
         except (ConnectionError, OSError) as exc:
             if requested != "auto":
                 raise

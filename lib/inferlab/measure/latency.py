@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import checkpoints, scale
+from .. import hub, scale
 from ..cost import Shape, flops_per_token
 from ..engine import decode_step, generate, prefill
 from ..errors import bad_value, check_number
@@ -234,7 +234,7 @@ def compare(variants: Mapping[str, Model], prompt: str, max_new_tokens: int = 16
 def cached_model(name: str, like: Model) -> Model | None:
     """Model ``name`` (e.g. ``"gpt2"``) on ``like``'s device and dtype if it is in the local Hugging Face
     cache, else None. Never downloads (a notebook cell should not fetch 500 MB by surprise)."""
-    if like.info.name == name or not checkpoints.hub_cached(name):
+    if like.info.name == name or not hub.hub_cached(name):
         return None
     return load(name, device=like.info.device, dtype=like.info.dtype, verbose=False)
 

@@ -44,7 +44,7 @@ def _fetch(name: str, into: Path, revision: str | None) -> None:
     """``snapshot_download`` with the hub's errors turned into one-line ``DownloadError``s."""
     from huggingface_hub import errors, snapshot_download
 
-    from ..checkpoints import HUB_PROBE_SECONDS, hub_address, hub_reachable
+    from ..hub import HUB_PROBE_SECONDS, hub_address, hub_reachable
 
     where = f"could not download {name!r}"
     if os.environ.get("HF_HUB_OFFLINE", "").upper() in {"1", "ON", "YES", "TRUE"}:
