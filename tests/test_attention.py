@@ -11,6 +11,7 @@ import torch.nn.functional as F
 import inferlab as il
 from inferlab import _hf, hooks, measure
 from inferlab import attention as A
+from inferlab.recorder import attention_bytes
 from inferlab.viz import attention as va
 from inferlab.viz import heads as vh
 from inferlab.viz import show_token
@@ -46,11 +47,11 @@ def test_record_patterns_matches_generate(model, pat):
 
 
 def test_record_patterns_refuses_beyond_memory_and_context(model):
-    with pytest.raises(ValueError, match="max_attention_bytes"):
-        A.record_patterns(model, list(range(100, 164)), max_attention_bytes=1000)
+    with pytest.raises(ValueError, match="max_record_bytes"):
+        A.record_patterns(model, list(range(100, 164)), max_record_bytes=1000)
     with pytest.raises(ValueError, match="context length"):
         A.record_patterns(model, [11] * (model.info.n_ctx + 1))
-    assert A.attention_bytes(4, 5, 10) == 4 * 5 * 100 * 4
+    assert attention_bytes(4, 5, 10) == 4 * 5 * 100 * 4
 
 
 # ----------------------------------------------------------------------------- one layer by hand
@@ -171,7 +172,7 @@ def test_prefill_decode_and_kernel_figures(short_trace):
 # ----------------------------------------------------------------------------- widget
 def test_explorer_widget(model, pat):
     def compute(text):
-        return A.record_patterns(model, model.encode(text), max_attention_bytes=4 * 2**20)
+        return A.record_patterns(model, model.encode(text), max_record_bytes=4 * 2**20)
 
     ex = wa.attention_explorer(pat, compute=compute)
     assert ex.query.value == pat.shape[2] - 1

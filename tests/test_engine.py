@@ -249,9 +249,9 @@ def test_trace_from_dict_refuses_what_to_dict_did_not_write(short_trace):
 
 
 def test_attention_memory_limit_refuses_clearly(model):
-    with pytest.raises(ValueError, match="max_attention_bytes"):
-        il.generate(model, "word " * 300, 10, record="attention", max_attention_bytes=1_000_000)
-    il.generate(model, "word " * 20, 2, record="attention", max_attention_bytes=1_000_000)
+    with pytest.raises(ValueError, match="max_record_bytes"):
+        il.generate(model, "word " * 300, 10, record="attention", max_record_bytes=1_000_000)
+    il.generate(model, "word " * 20, 2, record="attention", max_record_bytes=1_000_000)
 
 
 def test_untraced_run_has_no_records(model):

@@ -20,6 +20,7 @@ import inferlab as il
 from inferlab import _hf, engine, hooks
 from inferlab.generation import TextAssembler
 from inferlab.models import BUNDLED_DIR
+from inferlab.recorder import record_bytes
 
 PROMPT_A, PROMPT_B = "ROMEO.", "JULIET. O Romeo"
 REPO = Path(__file__).resolve().parents[1]
@@ -255,9 +256,9 @@ def test_the_attention_guard_counts_uncached_steps(model):
     n = len(model.encode(prompt))
     cached = 4 * model.info.n_layer * model.info.n_head * (n * n + sum(n + i for i in range(1, 60)))
     limit = cached + 1  # enough for the cached run, far too little for 60 full squares
-    il.generate(model, prompt, 2, record="attention", max_attention_bytes=limit)
-    with pytest.raises(ValueError, match="use_cache=False keeps a full"):
-        il.generate(model, prompt, 60, record="attention", use_cache=False, max_attention_bytes=limit)
+    il.generate(model, prompt, 2, record="attention", max_record_bytes=limit)
+    with pytest.raises(ValueError, match="use_cache=False keeps the whole sequence again"):
+        il.generate(model, prompt, 60, record="attention", use_cache=False, max_record_bytes=limit)
 
 
 def test_streamed_text_never_shows_half_a_character(model):
@@ -321,7 +322,7 @@ BAD_SETTINGS = [
     ({"stop": ["\n"]}, TypeError, "stop_strings"),
     ({"record": 1}, TypeError, "record"),
     ({"record": "attn"}, ValueError, "record"),
-    ({"max_attention_bytes": "x"}, TypeError, "max_attention_bytes"),
+    ({"max_record_bytes": "x"}, TypeError, "max_record_bytes"),
     ({"seed": 2**70}, ValueError, "seed"),
     ({"temperature": -1}, ValueError, "temperature"),
     ({"top_p": 0}, ValueError, "top_p"),
@@ -381,9 +382,25 @@ def test_a_prompt_longer_than_the_context_says_so(model):
     assert "max_new_tokens <=" not in str(err.value)
 
 
+@pytest.mark.parametrize("record", ["residual", "embeddings"])
+def test_the_memory_guard_covers_every_recording(model, record):
+    """The probe's case: record='residual' without a cache kept 228 MiB under a 1 MiB limit."""
+    prompt = "word " * 200
+    limit = 2**20 if record == "residual" else 100_000
+    with pytest.raises(ValueError, match=rf"needs about .*{record} .*max_record_bytes={limit:,}") as err:
+        il.generate(model, prompt, 200 if record == "residual" else 1, record=record, use_cache=False,
+                    max_record_bytes=limit)
+    assert "Fix:" in str(err.value)
+    d, n = model.info.d_model, len(model.encode(prompt))
+    assert record_bytes({"residual"}, model.info.n_layer, 1, d, n, 200, use_cache=False)["residual"] == \
+        (model.info.n_layer + 1) * sum(n + i for i in range(200)) * d * 4  # every step keeps the whole sequence
+    trace = il.generate(model, "ROMEO.", 3, record="residual", max_record_bytes=2**20)  # small runs still record
+    assert trace.steps[0].residual is not None
+
+
 def test_a_tiny_attention_limit_reports_real_sizes(model):
     with pytest.raises(ValueError) as err:
-        il.generate(model, "ROMEO. My lord", 5, record="attention", max_attention_bytes=1000)
+        il.generate(model, "ROMEO. My lord", 5, record="attention", max_record_bytes=1000)
     assert "0 MiB" not in str(err.value) and "KiB" in str(err.value) and "1,000" in str(err.value)
 
 

@@ -18,12 +18,12 @@ import torch
 import torch.nn.functional as F
 
 from . import _hf
-from .engine import DEFAULT_MAX_ATTENTION_BYTES, as_ids, forward_full
+from .engine import DEFAULT_MAX_RECORD_BYTES, as_ids, forward_full
 from .errors import bad_value, check_number
 from .hooks import capture
 from .i18n import tr
 from .models import Model
-from .recorder import attention_bytes  # one estimate for every recorded run (also A.attention_bytes in 03)
+from .recorder import check_record_bytes, record_bytes  # one estimate (A.attention_bytes in 03)
 from .tokens import piece_text
 from .trace import Trace
 
@@ -62,22 +62,19 @@ class Patterns:
                    step.residual)
 
 
-def record_patterns(model: Model, ids, *, max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES) -> Patterns:
+def record_patterns(model: Model, ids, *, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> Patterns:
     """One forward pass over token ids (no sampling), recording attention and the residual stream.
 
-    Refuses, before running, when the probabilities would need more than ``max_attention_bytes``.
+    Refuses, before running, when the recorded tensors would need more than ``max_record_bytes``.
     """
     t = as_ids(model, ids)[:1]
     if t.shape[1] > model.info.n_ctx:
         raise bad_value("ids", tr("{n} tokens", n=t.shape[1]),
                         tr("at most the context length, n_ctx={n_ctx} tokens", n_ctx=model.info.n_ctx),
                         tr("shorten the text"))
-    need = attention_bytes(model.info.n_layer, model.info.n_head, t.shape[1])
-    if need > max_attention_bytes:
-        raise ValueError(tr(
-            "recording attention for {tokens} tokens needs {need:.1f} MiB (layers x heads x T^2 x 4 bytes); the "
-            "limit is max_attention_bytes={limit:.1f} MiB. Fix: use fewer tokens or raise max_attention_bytes.",
-            tokens=t.shape[1], need=need / 2**20, limit=max_attention_bytes / 2**20))
+    info = model.info
+    check_record_bytes(record_bytes({"attention", "residual"}, info.n_layer, info.n_head, info.d_model, t.shape[1]),
+                       max_record_bytes, prompt_tokens=t.shape[1], new_tokens=1, use_cache=True)
     with capture(model, {"embeddings", "attention", "residual"}) as store:
         forward_full(model, t)
         attention = torch.stack(store.attention())  # [layers, heads, query_pos, key_pos]

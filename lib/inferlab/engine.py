@@ -31,13 +31,13 @@ from .errors import bad_value, check_number
 from .generation import GenerationConfig, TextAssembler, TokenEvent, next_text
 from .i18n import tr
 from .models import Model
-from .recorder import DEFAULT_MAX_ATTENTION_BYTES, Recorder
+from .recorder import DEFAULT_MAX_RECORD_BYTES, Recorder
 from .sampling import GREEDY, SamplingConfig, sample, sample_with_steps
 from .timing import clock
 from .tokens import piece_text
 from .trace import Trace
 
-__all__ = ["DEFAULT_MAX_ATTENTION_BYTES", "GenerationConfig", "Stream", "TokenEvent", "as_ids", "decode_step",
+__all__ = ["DEFAULT_MAX_RECORD_BYTES", "GenerationConfig", "Stream", "TokenEvent", "as_ids", "decode_step",
            "forward_full", "generate", "prefill", "recompute_step", "reference_generate", "stream"]
 
 
@@ -242,7 +242,7 @@ class Stream:
 
 def stream(model: Model, prompt: str, max_new_tokens: int | None = None, sampling: SamplingConfig | None = None,
            *, config: GenerationConfig | None = None, record=None,
-           max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES, **settings) -> Stream:
+           max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, **settings) -> Stream:
     """Like ``generate`` but yields each ``TokenEvent`` as soon as its id is on the host.
 
     Every setting is checked here, before the first token and before any forward pass.
@@ -255,7 +255,7 @@ def stream(model: Model, prompt: str, max_new_tokens: int | None = None, samplin
     config = GenerationConfig.from_arguments(config, max_new_tokens, sampling, **settings)
     ids = config.check(model, prompt)
     recorder = Recorder(model, record, prompt_tokens=len(ids), new_tokens=config.max_new_tokens,
-                        use_cache=config.use_cache, max_attention_bytes=max_attention_bytes)
+                        use_cache=config.use_cache, max_record_bytes=max_record_bytes)
     t_tok = clock(model.device)
     trace = Trace.start(model, prompt, ids, config, tokenize_seconds=t_tok - t_req, recorded=recorder.kinds)
     return Stream(_loop(model, ids, config, recorder, trace, t_req), trace)
@@ -263,7 +263,7 @@ def stream(model: Model, prompt: str, max_new_tokens: int | None = None, samplin
 
 def generate(model: Model, prompt: str, max_new_tokens: int | None = None, sampling: SamplingConfig | None = None,
              *, config: GenerationConfig | None = None, record=None,
-             max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES, **settings) -> Trace:
+             max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES, **settings) -> Trace:
     """Prefill, then sample and decode until a stop token, a stop string or ``max_new_tokens``.
 
     Args:
@@ -275,7 +275,8 @@ def generate(model: Model, prompt: str, max_new_tokens: int | None = None, sampl
         config: a ``GenerationConfig`` holding all the settings (keywords override its fields).
         record: ``None``, ``"all"``, or names from ``("embeddings", "attention", "residual", "cache",
             "sampling")``. Attention switches to the eager kernel for each recorded forward (slower).
-        max_attention_bytes: refuse to record attention above this estimate (bytes).
+        max_record_bytes: refuse, before any work, a recording whose tensors (attention, residual stream,
+            embeddings) would exceed this estimate (bytes; default 512 MiB).
         **settings: any ``GenerationConfig`` field: ``temperature``, ``top_k``, ``top_p``, ``seed``,
             ``stop_strings`` (text that ends the answer; ``Trace.text`` is cut before it), ``stop_at_eos``,
             ``stop_token_ids`` (more ids that end it, as chat models have), ``use_cache``,
@@ -287,7 +288,7 @@ def generate(model: Model, prompt: str, max_new_tokens: int | None = None, sampl
     >>> generate(m, "ROMEO.", max_new_tokens=8, temperature=0.8, seed=1).text   # doctest: +SKIP
     """
     s = stream(model, prompt, max_new_tokens, sampling, config=config, record=record,
-               max_attention_bytes=max_attention_bytes, **settings)
+               max_record_bytes=max_record_bytes, **settings)
     for _ in s:
         pass
     return s.trace

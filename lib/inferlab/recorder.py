@@ -7,8 +7,9 @@ is handed each forward pass and each chosen token and fills the ``Trace``:
   (``hooks.capture``), copied out at once, so runs that overlap never see each other's tensors;
 - ``"cache"``: a ``CacheSnapshot`` after each step; ``"sampling"``: each filter's effect.
 
-Recording attention keeps ``layers x heads x query_pos x key_pos`` floats per step; the recorder checks
-that estimate against ``max_attention_bytes`` before the run starts.
+Recording keeps tensors (attention: ``layers x heads x query_pos x key_pos`` floats per step; the residual
+stream: ``(layers + 1) x tokens x d_model``); the recorder checks their estimate against ``max_record_bytes``
+before the run starts.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from .sampling import SamplingStep
 from .trace import StepRecord, Trace, parse_record
 from .units import format_bytes
 
-DEFAULT_MAX_ATTENTION_BYTES = 512 * 2**20
+DEFAULT_MAX_RECORD_BYTES = 512 * 2**20
 T = TypeVar("T")
 
 
@@ -43,40 +44,60 @@ def attention_bytes(n_layer: int, n_head: int, prompt_tokens: int, new_tokens: i
     return per_cell * cells
 
 
+def record_bytes(kinds, n_layer: int, n_head: int, d_model: int, prompt_tokens: int, new_tokens: int = 1,
+                 use_cache: bool = True) -> dict[str, int]:
+    """Bytes of float32 tensors a run recording ``kinds`` keeps, per kind (the tensors' estimate; shapes are cheap).
+
+    ``residual``: ``[layers + 1, tokens, d_model]`` per step: the prompt's rows, then one row per decode step
+    (without the cache, every step the whole sequence again). ``embeddings``: three ``[T, d_model]`` tables.
+    """
+    out: dict[str, int] = {}
+    if "attention" in kinds:
+        out["attention"] = attention_bytes(n_layer, n_head, prompt_tokens, new_tokens, use_cache)
+    if "residual" in kinds:
+        rows = prompt_tokens + new_tokens - 1 if use_cache else sum(prompt_tokens + i for i in range(new_tokens))
+        out["residual"] = (n_layer + 1) * rows * d_model * 4
+    if "embeddings" in kinds or "residual" in kinds:
+        out["embeddings"] = 3 * prompt_tokens * d_model * 4
+    return out
+
+
+def check_record_bytes(need: dict[str, int], limit, *, prompt_tokens: int, new_tokens: int, use_cache: bool) -> None:
+    """Refuse, before any forward pass, a recording whose tensors would exceed ``limit`` (``max_record_bytes``)."""
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral):
+        raise TypeError(f"max_record_bytes must be an integer number of bytes, got {type(limit).__name__} "
+                        f"{limit!r}. Fix: e.g. max_record_bytes=256 * 2**20 for 256 MiB.")
+    total = sum(need.values())
+    if total <= limit:
+        return
+    parts = ", ".join(f"{kind} {format_bytes(n)}" for kind, n in need.items())
+    facts = {"prompt": prompt_tokens, "new": new_tokens, "need": format_bytes(total), "parts": parts,
+             "limit": int(limit), "limit_text": format_bytes(limit)}
+    why = "" if use_cache else tr(" (use_cache=False keeps the whole sequence again every step)")
+    raise ValueError(tr("recording for {prompt} prompt tokens + {new} new ones needs about {need} ({parts}){why}; "
+                        "the limit is max_record_bytes={limit:,} ({limit_text}). Fix: shorten the prompt or "
+                        "max_new_tokens, record fewer kinds, or raise max_record_bytes.", why=why, **facts))
+
+
 class Recorder:
     """Records one run of the engine into its ``Trace`` (made per run, never shared between runs).
 
     Args:
         model: the model the run uses.
         record: ``None``, ``"all"``, or names from ``trace.RECORD_KINDS``.
-        prompt_tokens, new_tokens, use_cache: the run's size, for the attention estimate.
-        max_attention_bytes: refuse (before any forward pass) a run whose attention would exceed this.
+        prompt_tokens, new_tokens, use_cache: the run's size, for the memory estimate.
+        max_record_bytes: refuse (before any forward pass) a run whose recorded tensors (attention, residual
+            stream, embeddings) would exceed this.
     """
 
     def __init__(self, model: Model, record, *, prompt_tokens: int, new_tokens: int, use_cache: bool,
-                 max_attention_bytes: int = DEFAULT_MAX_ATTENTION_BYTES) -> None:
+                 max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES) -> None:
         self.model = model
         self.kinds = parse_record(record)
-        if isinstance(max_attention_bytes, bool) or not isinstance(max_attention_bytes, numbers.Integral):
-            raise TypeError(f"max_attention_bytes must be an integer number of bytes, got "
-                            f"{type(max_attention_bytes).__name__} {max_attention_bytes!r}. "
-                            "Fix: e.g. max_attention_bytes=256 * 2**20 for 256 MiB.")
-        if "attention" in self.kinds:
-            need = attention_bytes(model.info.n_layer, model.info.n_head, prompt_tokens, new_tokens, use_cache)
-            if need > max_attention_bytes:
-                sizes = {"prompt": prompt_tokens, "new": new_tokens, "need": format_bytes(need),
-                         "limit": max_attention_bytes, "limit_text": format_bytes(max_attention_bytes)}
-                if use_cache:
-                    raise ValueError(tr(
-                        "recording attention for {prompt} prompt tokens + {new} new ones needs about {need} (layers x "
-                        "heads x query_pos x key_pos x 4 bytes); the limit is max_attention_bytes={limit:,} "
-                        "({limit_text}). Fix: shorten the prompt or max_new_tokens, drop 'attention' from record, or "
-                        "raise max_attention_bytes.", **sizes))
-                raise ValueError(tr(
-                    "recording attention for {prompt} prompt tokens + {new} new ones needs about {need} (layers x "
-                    "heads x query_pos x key_pos x 4 bytes) (use_cache=False keeps a full T x T square every step); "
-                    "the limit is max_attention_bytes={limit:,} ({limit_text}). Fix: shorten the prompt or "
-                    "max_new_tokens, drop 'attention' from record, or raise max_attention_bytes.", **sizes))
+        info = model.info
+        check_record_bytes(record_bytes(self.kinds, info.n_layer, info.n_head, info.d_model, prompt_tokens,
+                                        new_tokens, use_cache),
+                           max_record_bytes, prompt_tokens=prompt_tokens, new_tokens=new_tokens, use_cache=use_cache)
         self.prompt_tokens, self.use_cache = prompt_tokens, use_cache
         self.hook_kinds = {k for k in self.kinds if k in CAPTURE_KINDS}
         if "residual" in self.hook_kinds:
