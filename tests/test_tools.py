@@ -266,16 +266,140 @@ def test_export_with_a_bad_notebook_writes_nothing(tmp_path, capsys, monkeypatch
     assert sorted(p.name for p in clone.iterdir()) == ["notebooks"]
 
 
-def test_export_builds_beside_out_and_moves_in(tmp_path, capsys, monkeypatch):
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _two_editions(tmp_path: Path) -> list[Path]:
+    return [_notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)"),
+            _notebook(tmp_path / "notebooks" / "zh" / "01_one.ipynb", "print(1)"),
+            _notebook(tmp_path / "notebooks" / "02_two.ipynb", "print(2)")]
+
+
+def test_export_twice_into_the_same_folder_replaces_the_site_whole(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    en, zh, two = _two_editions(tmp_path)
+    assert export_html.main(["--out", "site", str(en), str(zh), str(two)]) == 0
+    site = tmp_path / "site"
+    assert (site / "02_two.html").is_file() and (site / "zh" / "01_one.html").is_file()
+    assert site.stat().st_mode & 0o777 == 0o777 & ~_umask()  # not mkdtemp's 0700: a web server can read it
+    site.chmod(0o750)
+    # The second export (zh/ already there: it failed before and left the site half-updated) replaces it whole.
+    assert export_html.main(["--out", "site", str(en), str(zh)]) == 0
+    assert sorted(_tree(site)) == [".inferlab-site", "01_one.html", "index.html", "plotly.min.js",
+                                   "zh/01_one.html", "zh/index.html"]  # 02_two.html went with its notebook
+    assert "02_two" not in (site / "index.html").read_text(encoding="utf-8")
+    assert site.stat().st_mode & 0o777 == 0o750  # the folder keeps its permissions
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]  # no .partial or .old folder left
+    assert capsys.readouterr().out.splitlines()[-1] == "open site/index.html"
+
+
+def test_export_keeps_the_old_site_whole_when_the_new_one_cannot_be_moved_in(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    en, zh, two = _two_editions(tmp_path)
+    assert export_html.main(["--out", "site", str(en), str(zh), str(two)]) == 0
+    before = _tree(tmp_path / "site")
+    capsys.readouterr()
+    real_replace = os.replace
+
+    def disk_full_at_the_swap(src, dst):
+        if ".partial-" in str(src) and Path(dst).name == "site":
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(export_html.os, "replace", disk_full_at_the_swap)
+    assert export_html.main(["--out", "site", str(en)]) == 1
+    assert _lines(capsys.readouterr().err) == [
+        "--out site: cannot write there (No space left on device); nothing was changed. "
+        "Fix: choose a folder you can write to, on a disk with room."]
+    assert _tree(tmp_path / "site") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]
+
+
+def test_export_refuses_a_folder_that_holds_other_files(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     nb = _notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)")
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "notes.txt").write_text("mine")
-    assert export_html.main(["--out", "site", str(nb)]) == 0
-    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == \
-        ["01_one.html", "index.html", "notes.txt", "plotly.min.js"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]  # no .partial folder left
-    assert capsys.readouterr().out.splitlines()[-1] == "open site/index.html"
+    for out in ("site", "."):  # "." is the course folder itself: replacing it would delete the course
+        assert export_html.main(["--out", out, str(nb)]) == 1
+        lines = _lines(capsys.readouterr().err)
+        assert len(lines) == 1 and lines[0].startswith(f"--out {out}: the folder exists and holds other files"), lines
+    assert _tree(tmp_path / "site") == {"notes.txt": b"mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]
+
+
+def test_export_reads_what_git_holds_and_says_which_notebooks_differ(tmp_path, capsys, monkeypatch):
+    clone, used = _git_clone_with_two_notebooks(tmp_path)
+    committed = nbformat.read(used, as_version=4)
+    figures = sum(export_html.PLOTLY_MIME in o.get("data", {}) for c in committed.cells for o in c.get("outputs", []))
+    assert figures > 0
+    for cell in committed.cells:  # a learner's session: outputs cleared, autosaved
+        if cell.cell_type == "code":
+            cell.outputs = []
+    nbformat.write(committed, used)
+    monkeypatch.chdir(clone)
+    assert export_html.main(["--out", "site"]) == 0
+    out = capsys.readouterr().out
+    assert f"site/{used.stem}.html: {figures} figures" in out
+    assert "(1 notebook(s) differ in your working tree" in out
+    assert export_html.main(["--out", "site", "--working-tree"]) == 0
+    assert f"site/{used.stem}.html: 0 figures" in capsys.readouterr().out
+
+
+ODD_NOTEBOOKS = {  # name -> how to spoil a real notebook's JSON, and what check/export say about it
+    "a_metadata_string.ipynb": (lambda nb: nb["metadata"].update(inferlab="x"), "metadata.inferlab must be an object"),
+    "b_count_string.ipynb": (lambda nb: [c.update(execution_count="3") for c in nb["cells"]
+                                         if c["cell_type"] == "code"], "is not a valid notebook ('3' is not of type"),
+    "c_widgets_list.ipynb": (lambda nb: nb["metadata"].update(widgets=[1, 2]), "metadata.widgets must be an object"),
+    "d_markdown_number.ipynb": (lambda nb: next(c for c in nb["cells"] if c["cell_type"] == "markdown").update(
+        source=5), "is not a valid notebook (5 is not valid"),
+    "e_cells_object.ipynb": (lambda nb: nb.update(cells={}), "is JSON but not a notebook"),
+}
+
+
+def _odd_clone(tmp_path: Path) -> Path:
+    import json
+
+    clone = _clone(tmp_path)
+    real = sorted((clone / "notebooks").glob("*.ipynb"))[1]
+    for name, (spoil, _) in ODD_NOTEBOOKS.items():
+        nb = json.loads(real.read_text(encoding="utf-8"))
+        spoil(nb)
+        (clone / "notebooks" / name).write_text(json.dumps(nb), encoding="utf-8")
+    deep = '{"cells": [], "metadata": {"x": ' + "[" * 100_000 + "]" * 100_000 + '}, "nbformat": 4, "nbformat_minor": 5}'
+    (clone / "notebooks" / "f_deep.ipynb").write_text(deep, encoding="utf-8")
+    shutil.copy(real, clone / "notebooks" / "01_tokens copy.ipynb")  # a name with a space is a fine notebook
+    return clone
+
+
+def test_check_and_export_name_every_odd_notebook_in_one_line_each(tmp_path, capsys, monkeypatch):
+    clone = _odd_clone(tmp_path)
+    monkeypatch.chdir(clone)
+    says = {**{name: why for name, (_, why) in ODD_NOTEBOOKS.items()}, "f_deep.ipynb": "nested too deeply"}
+    assert notebook_tools.main(["check"]) == 1
+    out = capsys.readouterr()
+    lines = _lines(out.out + out.err)
+    for name, why in says.items():  # every one is reported: check does not stop at the first
+        mine = [line for line in lines if line.startswith(f"notebooks/{name}: ")]
+        assert len(mine) == 1 and why in mine[0], (name, lines)
+    assert not any("copy.ipynb" in line for line in lines[:-1])
+    assert lines[-1].startswith(f"checked 9 notebook(s) in {clone / 'notebooks'}: {len(says)} problem(s)")
+
+    assert export_html.main(["--out", "site"]) == 1
+    lines = _lines(capsys.readouterr().err)
+    assert sorted(line.split(":")[0] for line in lines) == sorted(f"notebooks/{n}" for n in says)
+    assert sorted(p.name for p in clone.iterdir()) == ["notebooks"]  # nothing written
+    copy = clone / "notebooks" / "01_tokens copy.ipynb"
+    assert export_html.main(["--out", "site", str(copy)]) == 0
+    assert (clone / "site" / "01_tokens copy.html").is_file()
+    assert 'href="01_tokens%20copy.html"' in (clone / "site" / "index.html").read_text(encoding="utf-8")
 
 
 # --- download -------------------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ _MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?![\s$])([^$\n]+?)(?<![\s\\])\
 _HREF = re.compile(r'href="(?![a-z][a-z0-9+.-]*:|#|/)([^"#]+)(#[^"]*)?"')
 # Where each course file lands in the site (repository path -> site path); notebooks by pattern.
 SITE_FILES = {"docs/GLOSSARY.md": "glossary.html", "docs/GLOSSARY.zh.md": "zh/glossary.html"}
-_NOTEBOOK_PATH = re.compile(r"notebooks/((?:zh/)?[\w.-]+)\.ipynb")
+_NOTEBOOK_PATH = re.compile(r"notebooks/((?:zh/)?[^/]+)\.ipynb")
 _CDN_SCRIPT = re.compile(r"<script\b[^>]*>(?:(?!</script>).)*?(?:cdnjs|mathjax|MathJax)(?:(?!</script>).)*</script>\s*",
                          re.S)
 _CDN_SRC = re.compile(r'<script\b[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>\s*')
