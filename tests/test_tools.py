@@ -182,6 +182,7 @@ def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouch
     good = _notebook(tmp_path / "notebooks" / "02_good.ipynb", "print(6 * 7)",
                      "import os; print(os.environ['INFERLAB_SCALE'], os.environ['HF_HUB_OFFLINE'])")
     bad_before = bad.read_bytes()
+    good.chmod(0o640)  # neither mkstemp's 0600 nor the umask's default
     assert notebook_tools.main(["execute", "--timeout", "120"]) == 2  # every notebook needs --all
     assert "--all" in capsys.readouterr().err
     assert any("never executed" in problem for problem in notebook_tools.problems(good))  # nothing ran
@@ -195,7 +196,79 @@ def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouch
     assert stored.cells[1].outputs[0]["text"] == "42\n"
     assert stored.cells[2].outputs[0]["text"] == "full 1\n"  # the kernel ran at the full scale, offline
     assert stored.metadata["inferlab"]["scale"] == "full" and os.environ["INFERLAB_SCALE"] == "test"
+    assert good.stat().st_mode & 0o777 == 0o640  # the notebook keeps its mode
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["01_bad.ipynb", "02_good.ipynb"]
+
+
+def test_execute_refuses_a_folder_it_cannot_write_before_running(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    nb = _notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)")
+    before = nb.read_bytes()
+
+    def read_only(*args, **kwargs):  # what a read-only folder gives (chmod cannot show it when tests run as root)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(notebook_tools.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(notebook_tools, "NotebookClient", None, raising=False)
+    started = []
+    monkeypatch.setattr("jupyter_client.manager.KernelManager.start_kernel", lambda *a, **k: started.append(1))
+    assert notebook_tools.main(["execute", "notebooks/01_one.ipynb"]) == 1
+    assert _lines(capsys.readouterr().err) == [
+        "notebooks/01_one.ipynb: not run, its folder cannot be written (Permission denied). Fix: make the folder "
+        "writable (or free some disk space), or execute a copy elsewhere."]
+    assert started == [] and nb.read_bytes() == before
+
+
+def test_execute_on_a_disk_that_fills_up_during_the_run_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INFERLAB_MODEL", "bundled")
+    nb = _notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)")
+    before = nb.read_bytes()
+    real, calls = notebook_tools.tempfile.mkstemp, []
+
+    def full_after_the_check(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(notebook_tools.tempfile, "mkstemp", full_after_the_check)
+    assert notebook_tools.main(["execute", "--timeout", "120", "notebooks/01_one.ipynb"]) == 1
+    lines = _lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith("notebooks/01_one.ipynb: ran in ") and lines[0].endswith(
+        "could not be saved (No space left on device); the stored notebook is unchanged. Fix: free some disk space "
+        "(or make the folder writable) and run it again."), lines
+    assert nb.read_bytes() == before and sorted(p.name for p in nb.parent.iterdir()) == ["01_one.ipynb"]
+
+
+def test_execute_stops_at_once_on_ctrl_c(tmp_path):
+    import signal
+    import time
+
+    nb = _notebook(tmp_path / "notebooks" / "01_slow.ipynb",
+                   "open('started', 'w').close()\nimport time\nfor _ in range(600): time.sleep(0.5)")
+    nb.chmod(0o644)
+    before = nb.read_bytes()
+    env = {k: v for k, v in os.environ.items() if k != "INFERLAB_SCALE"}
+    command = [sys.executable, "-m", "inferlab.tools.notebook_tools", "execute", "notebooks/01_slow.ipynb"]
+    run = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while not (nb.parent / "started").exists():  # the kernel is running the slow cell
+            assert time.time() < deadline and run.poll() is None, run.communicate()
+            time.sleep(0.2)
+        pressed = time.time()
+        os.killpg(run.pid, signal.SIGINT)  # Ctrl-C in a terminal: SIGINT to the foreground process group
+        _, err = run.communicate(timeout=20)  # it used to go on until killed with -9
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert time.time() - pressed < 10
+    assert run.returncode == 130
+    assert _lines(err) == ["notebooks/01_slow.ipynb: interrupted; the stored notebook is unchanged."]
+    assert nb.read_bytes() == before and nb.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in nb.parent.iterdir()) == ["01_slow.ipynb", "started"]
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -440,6 +513,23 @@ def test_download_refuses_an_out_that_is_taken(tmp_path, capsys, monkeypatch):
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["config.json"]
 
 
+def test_download_into_a_folder_it_cannot_write_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    asked = []
+    monkeypatch.setattr(download, "_fetch", lambda *a: asked.append(a))
+
+    def read_only(*args, **kwargs):  # what a read-only folder gives (chmod cannot show it when tests run as root)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(download.tempfile, "mkdtemp", read_only)
+    assert download.main(["gpt2", "--out", "models/gpt2"]) == 1
+    assert _lines(capsys.readouterr().err) == [
+        f"--out models/gpt2: cannot write in {tmp_path.resolve()} (Permission denied). "
+        "Fix: choose a folder you can write to."]
+    assert asked == [] and list(tmp_path.iterdir()) == []
+
+
 def test_download_renames_only_a_folder_that_loads(tmp_path, capsys, monkeypatch):
     bundled = ROOT / "data" / "models" / "tiny-gpt2-shakespeare"
     monkeypatch.chdir(tmp_path)
@@ -463,6 +553,40 @@ def test_download_renames_only_a_folder_that_loads(tmp_path, capsys, monkeypatch
     assert sorted(p.name for p in (tmp_path / "models" / "gpt2").iterdir()) == sorted(p.name for p in bundled.iterdir())
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["gpt2"]  # the temporary folder was renamed
     assert "partial" not in capsys.readouterr().out
+
+
+# --- bench ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--new-tokens", "1"], "--new-tokens 1: must be at least 2"),
+    (["--new-tokens", "0"], "--new-tokens 0: must be at least 2"),
+    (["--prompt-tokens", "0"], "--prompt-tokens 0: must be at least 1"),
+    (["--repeats", "-3"], "--repeats -3: must be at least 1"),
+    (["--prompt-tokens", "1000", "--new-tokens", "100"], "more than 1024 positions"),
+    (["--threads", "0"], "--threads 0: must be at least 1"),
+    (["--dtype", "float64"], "--dtype float64: not one of float32, float16, bfloat16"),
+    (["--device", "nonsense"], "--device nonsense: not a device name"),
+    (["--device", "cuda:7"], "--device cuda:7: no such CUDA device here"),
+    (["--models", " "], "--models: an empty name"),
+    (["--out", "."], "--out .: is a folder"),
+    (["--out", "missing/folder/r.json"], "--out missing/folder/r.json: cannot be written (No such file or directory)"),
+    (["--variants", "turbo"], "argument --variants: invalid choice: 'turbo'"),
+    (["--new-tokens", "x"], "argument --new-tokens: invalid int value: 'x'"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v))
+def test_bench_refuses_bad_arguments_before_any_measurement(tmp_path, capsys, monkeypatch, args, says):
+    from inferlab.tools import bench
+
+    monkeypatch.chdir(tmp_path)
+    measured = []
+    monkeypatch.setattr("inferlab.measure.machine.measure_machine", lambda *a, **k: measured.append(a))
+    with pytest.raises(SystemExit) as stop:
+        bench.main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err
+    assert err.splitlines()[0].startswith("usage: python -m inferlab.tools.bench"), err
+    assert err.splitlines()[-1].startswith("python -m inferlab.tools.bench: error: ") and says in err, err
+    assert measured == [] and list(tmp_path.iterdir()) == []
 
 
 # --- layout ---------------------------------------------------------------------------------------------------
