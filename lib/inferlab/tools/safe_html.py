@@ -15,6 +15,7 @@ Used by ``export_html``. A page of the offline edition holds three kinds of HTML
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from typing import Any
@@ -38,19 +39,26 @@ TAG_ATTRIBUTES = {"a": {"href", "rel", "target"}, "img": {"src", "alt", "width",
 # Attributes whose value is an address; on MathML tags none is allowed (``<mi href>`` is a link in some browsers).
 URL_ATTRIBUTES = {"href", "src", "srcset", "action", "formaction", "poster", "background", "data", "xlink:href",
                   "xmlns:xlink", "codebase", "cite", "longdesc", "usemap", "ping"}
-LINK_PROTOCOLS = ["http", "https", "mailto"]
-_SCHEME = re.compile(r"^\s*([a-zA-Z][a-zA-Z0-9+.-]*):")
-_LOCAL_IMAGE_DATA = re.compile(r"^\s*data:image/(png|jpeg|gif|webp|svg\+xml)[;,]", re.I)
+LINK_PROTOCOLS = {"http", "https", "mailto"}  # where a link may lead (bleach checks them too)
+_SCHEME = re.compile(r"^([a-zA-Z][a-zA-Z0-9+.-]*):")
+_LOCAL_IMAGE_DATA = re.compile(r"^data:image/(png|jpeg|gif|webp|svg\+xml)[;,]", re.I)
+_IGNORED_IN_URLS = re.compile(r"[\x00-\x20\x7f]")  # browsers skip these: "java\tscript:" is "javascript:"
 # CSS that fetches or runs something: url(...), @import, IE's expression() and behavior, -moz-binding.
 _CSS_LOADS = re.compile(r"url\s*\(|@import|expression\s*\(|behavior\s*:|-moz-binding|image-set\s*\(|\\", re.I)
 
 
+def _scheme(url: str) -> str | None:
+    """The scheme a browser sees in ``url`` (lower case; ``"//"`` for protocol-relative), or None for a path."""
+    url = _IGNORED_IN_URLS.sub("", html.unescape(url))  # as the browser reads it: entities, then no tabs
+    if url[:1] in ("/", "\\") and url[1:2] in ("/", "\\"):  # protocol-relative ("//", "/\\"...): the network
+        return "//"
+    m = _SCHEME.match(url)
+    return m.group(1).lower() if m else None
+
+
 def is_local(url: str) -> bool:
     """True for an address that loads nothing from a network: a relative path, an anchor, or an image's data."""
-    url = url.strip()
-    if url.startswith("//"):  # protocol-relative: the network
-        return False
-    return _SCHEME.match(url) is None or bool(_LOCAL_IMAGE_DATA.match(url))
+    return _scheme(url) is None or bool(_LOCAL_IMAGE_DATA.match(_IGNORED_IN_URLS.sub("", html.unescape(url))))
 
 
 class _StyleCheck:
@@ -70,6 +78,8 @@ def _allowed_attribute(tag: str, name: str, value: str) -> bool:
         return False
     if name == "src":  # an image the page would load itself: only from the page's folder or its own data
         return is_local(value)
+    if name == "href":  # a link the reader may follow: a page of the site, an anchor, or the web
+        return _scheme(value) in LINK_PROTOCOLS | {None}
     return True
 
 
@@ -83,7 +93,8 @@ def clean_html(fragment: str) -> str:
 
     if not isinstance(fragment, str):
         fragment = "".join(fragment) if isinstance(fragment, list) else str(fragment)
-    cleaner = bleach.Cleaner(tags=ALLOWED_TAGS, attributes=_allowed_attribute, protocols=LINK_PROTOCOLS,
+    # "data" passes bleach's own check; _allowed_attribute lets it through for an image's src only
+    cleaner = bleach.Cleaner(tags=ALLOWED_TAGS, attributes=_allowed_attribute, protocols=[*LINK_PROTOCOLS, "data"],
                              strip=False, strip_comments=True, css_sanitizer=_StyleCheck())
     return cleaner.clean(fragment)
 
