@@ -87,6 +87,7 @@ def download(name: str, out: Path, revision: str | None = None) -> str:
     Raises ``DownloadError`` (nothing written) when ``out`` is taken, the hub is unreachable, the name
     is unknown, or the files do not load as a GPT-2 model.
     """
+    typed = out
     existing = check_out(Path(out))
     out = Path(out).absolute()
     if not (isinstance(name, str) and name.strip()):
@@ -94,7 +95,7 @@ def download(name: str, out: Path, revision: str | None = None) -> str:
     try:  # before the network is asked anything: a read-only or full disk is found at once
         tmp = Path(tempfile.mkdtemp(dir=existing, prefix=f".{out.name}.partial-"))
     except OSError as e:
-        raise DownloadError(f"--out {out}: cannot write in {existing} ({e.strerror or e}). "
+        raise DownloadError(f"--out {typed}: cannot write in {existing.resolve()} ({e.strerror or e}). "
                             "Fix: choose a folder you can write to.") from None
     try:
         _fetch(name, tmp, revision)

@@ -205,10 +205,44 @@ def _problems(nb, path: Path) -> list[str]:
     return out
 
 
+def as_jupyterlab_saves(value):
+    """A notebook's JSON ``value`` as JupyterLab will save it back: numbers pass through JavaScript, which has one
+    number type, so an integral float (``1.0``, below 1e21) comes back as ``1``.
+
+    Notebooks are stored this way, so a learner who opens one and saves it (or whose JupyterLab autosaves it)
+    changes no byte, and ``git pull`` of an update is not stopped by a notebook that only looks edited.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: as_jupyterlab_saves(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_jupyterlab_saves(v) for v in value]
+    return value
+
+
+def kernelspec() -> dict | None:
+    """The ``metadata.kernelspec`` JupyterLab writes when it starts the course's kernel (``python3``, as installed:
+    "Python 3 (ipykernel)"); a notebook stored with another one is rewritten as soon as it is opened."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        spec = KernelSpecManager().get_kernel_spec("python3")
+    except Exception:  # no kernel installed here: keep what the notebook has
+        return None
+    return {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+
+
 def _write_atomically(nb, path: Path) -> None:
-    """Write ``nb`` to a temporary file beside ``path``, then rename it over ``path``, keeping ``path``'s mode."""
+    """Write ``nb`` to a temporary file beside ``path``, then rename it over ``path``, keeping ``path``'s mode.
+
+    The file is what JupyterLab would save (``as_jupyterlab_saves``, the installed ``kernelspec()``), in
+    nbformat's layout.
+    """
     import nbformat
 
+    nb = nbformat.from_dict(as_jupyterlab_saves(json.loads(nbformat.writes(nb))))
+    nb.metadata["kernelspec"] = kernelspec() or nb.metadata.get("kernelspec", {})
     mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -317,6 +351,25 @@ def execute(path: Path, timeout: int = 900) -> float:
     return time.time() - t0
 
 
+def tidy(path: Path) -> bool:
+    """Store ``path`` as JupyterLab would save it (nothing runs, outputs and stamp unchanged); True if it changed."""
+    import nbformat
+
+    path = Path(path)
+    nb = read_notebook(path)
+    before = path.read_text(encoding="utf-8")
+    tidied = nbformat.from_dict(as_jupyterlab_saves(json.loads(before)))
+    tidied.metadata["kernelspec"] = kernelspec() or tidied.metadata.get("kernelspec", {})
+    if nbformat.writes(tidied) + "\n" == before:
+        return False
+    try:
+        _write_atomically(nb, path)
+    except OSError as e:
+        raise NotebookError(f"{shown(path)}: cannot be rewritten ({e.strerror or e}); it is unchanged. "
+                            "Fix: make its folder writable.") from None
+    return True
+
+
 def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of seconds >= 1")
@@ -325,9 +378,11 @@ def _positive_int(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{execute,check}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{execute,check,tidy}")
     for name, text in (("execute", "run notebooks at the full scale and store them executed (name them, or --all)"),
-                       ("check", "check stored notebooks are executed, fresh and error-free (default: every one)")):
+                       ("check", "check stored notebooks are executed, fresh and error-free (default: every one)"),
+                       ("tidy", "store notebooks as JupyterLab saves them, running nothing, so opening and saving "
+                                "one changes no byte (default: every one)")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("notebooks", nargs="*", type=Path,
                        help="notebook files (check's default: notebooks/*.ipynb and notebooks/zh/*.ipynb)")
@@ -365,6 +420,16 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     bad = 0
+    if args.command == "tidy":
+        changed = 0
+        for p in paths:
+            try:
+                changed += tidy(p)
+            except NotebookError as e:
+                print(e, file=sys.stderr)
+                bad += 1
+        print(f"tidied {changed} of {len(paths)} notebook(s)" + (f"; {bad} could not be read" if bad else ""))
+        return 1 if bad else 0
     if args.command == "execute":
         for p in paths:
             try:
