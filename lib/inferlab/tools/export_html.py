@@ -12,9 +12,12 @@ held when stored (see ``offline_page``): the pages load nothing from a network. 
 becomes ``glossary.html``, which the notebooks link to.
 
 The notebooks and the default ``site/`` folder are those of the course folder the command runs in
-(found as ``notebook_tools check`` finds it). Every notebook is read before anything is written, and the
-pages are built in a temporary folder beside ``--out`` and moved in at the end, so a bad notebook or a
-bad ``--out`` ends with one line naming it, exit status 1, and nothing half-written.
+(found as ``notebook_tools check`` finds it); a tracked notebook is read as git holds it, as ``check`` reads
+it (``--working-tree``: the files). Every notebook is read before anything is written, and the site is built
+in a temporary folder beside ``--out`` that then replaces ``--out`` whole (an older site there is set aside and
+deleted; a folder holding anything else is refused), so a bad notebook, a bad ``--out`` or a full disk ends
+with one line naming it, exit status 1, and nothing half-written. HTML that comes from a notebook is cleaned
+(``safe_html``): the pages run no script of a notebook's and load nothing from a network.
 """
 
 from __future__ import annotations

@@ -4,6 +4,7 @@
     python -m inferlab.tools.notebook_tools execute --all     # both editions, about 10 minutes on 2 cores
     python -m inferlab.tools.notebook_tools check             # every notebook: stored executed, fresh
     python -m inferlab.tools.notebook_tools check --root ../other-clone
+    python -m inferlab.tools.notebook_tools tidy              # store notebooks as JupyterLab saves them
 
 Notebooks are committed executed, on the bundled model with no network, so GitHub and nbviewer show
 them. ``execute`` runs a notebook top to bottom at the full scale (``INFERLAB_SCALE=full`` in its kernel,
@@ -25,7 +26,12 @@ folder; ``check`` prints the folder it checked.
 
 Every failure is one line naming the notebook and the cause, and the exit status is 1; the other
 notebooks are still checked or executed. A notebook is written only after its run succeeded, and
-atomically (a temporary file beside it, then a rename), so an error or Ctrl-C never leaves it half-written.
+atomically (a temporary file beside it, then a rename, keeping its mode), so an error or Ctrl-C never leaves
+it half-written; Ctrl-C stops the kernel at once. A folder that cannot be written is refused before the run.
+
+Notebooks are stored as JupyterLab saves them (``as_jupyterlab_saves``, the installed ``kernelspec()``):
+``execute`` writes them so and ``tidy`` rewrites one without running it, so a learner who opens a notebook
+and saves it (or lets JupyterLab autosave it) changes no byte and can still ``git pull``.
 """
 
 from __future__ import annotations
