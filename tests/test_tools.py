@@ -475,6 +475,27 @@ def test_check_and_export_name_every_odd_notebook_in_one_line_each(tmp_path, cap
     assert 'href="01_tokens%20copy.html"' in (clone / "site" / "index.html").read_text(encoding="utf-8")
 
 
+@pytest.mark.parametrize(("output", "metadata", "exported"), [
+    ({export_html.PLOTLY_MIME: [1, 2]}, {}, False),  # a figure that is not an object
+    ({export_html.WIDGET_MIME: "abc"}, {}, False),  # a widget view that is not an object
+    ({export_html.WIDGET_MIME: {"model_id": "m"}}, {"widgets": {"application/vnd.jupyter.widget-state+json": {
+        "state": []}}}, True),  # an odd stored widget state: the view shows its note
+], ids=["figure-list", "view-string", "state-list"])
+def test_export_names_a_notebook_with_an_odd_output(tmp_path, capsys, monkeypatch, output, metadata, exported):
+    monkeypatch.chdir(tmp_path)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", execution_count=1, outputs=[
+        nbformat.v4.new_output("display_data", data=output)])], metadata=metadata)
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, tmp_path / "notebooks" / "01_odd.ipynb")
+    assert export_html.main(["--out", "site", "notebooks/01_odd.ipynb"]) == (0 if exported else 1)
+    err = _lines(capsys.readouterr().err)
+    if exported:
+        assert err == [] and (tmp_path / "site" / "01_odd.html").is_file()
+    else:
+        assert len(err) == 1 and err[0].startswith("notebooks/01_odd.ipynb: cannot be exported, an output is not "), err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks"]
+
+
 # --- download -------------------------------------------------------------------------------------------------
 
 

@@ -299,11 +299,17 @@ def _export(out_dir, notebooks, glossary=None, working_tree=False) -> tuple[list
         for path, nb in books.items():
             source = repo_path(path)
             lang = "zh" if source.startswith("notebooks/zh/") else "en"
-            title = title_of(nb, path.stem)
-            nb, n_figs = prepare(nb, path.stem, lang)
+            try:
+                title = title_of(nb, path.stem)
+                nb, n_figs = prepare(nb, path.stem, lang)
+                page = _page(exporter, nb, source)
+            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:  # odd outputs inside
+                raise NotebookError(f"{shown(path)}: cannot be exported, an output is not what a notebook holds "
+                                    f"({type(e).__name__}: {str(e).strip()[:120]}). Fix: restore it "
+                                    f"(git checkout -- {shown(path)}) or re-run it.") from None
             target = build / offline_page.site_path(source)
             target.parent.mkdir(exist_ok=True)
-            target.write_text(_page(exporter, nb, source), encoding="utf-8")
+            target.write_text(page, encoding="utf-8")
             pages.append((source.removeprefix("notebooks/").removesuffix(".ipynb"), n_figs))
             by_lang[lang].append((path.stem, title, n_figs))
         first = Path(notebooks[0]).absolute()

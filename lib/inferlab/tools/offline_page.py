@@ -98,7 +98,10 @@ def strip_cdn_scripts(page_html: str) -> str:
 
 def widget_state(metadata: dict) -> dict:
     """model id -> {"model_name", "state"} as stored in a notebook's metadata (empty when none was stored)."""
-    return metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
+    widgets = metadata.get("widgets")
+    stored = widgets.get(WIDGET_STATE_MIME) if isinstance(widgets, dict) else None
+    state = stored.get("state") if isinstance(stored, dict) else None
+    return state if isinstance(state, dict) else {}
 
 
 def _models(state: dict, model_id: str) -> Iterator[dict]:
