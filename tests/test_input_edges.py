@@ -149,6 +149,8 @@ def test_numpy_settings_give_the_same_answer_as_python_numbers(model):
     numpy = il.generate(model, "ROMEO.", np.int64(4), temperature=np.float64(0.8), top_k=np.int32(20),
                         top_p=np.float64(0.9), seed=np.uint64(3), stop_at_eos=False)
     assert numpy.generated_ids == plain.generated_ids and len(plain.generated_ids) == 4
+    assert repr(numpy.settings) == repr(plain.settings)
+    assert json.loads(numpy.to_json())["settings"] == json.loads(plain.to_json())["settings"]  # saved as plain JSON
     config = il.SamplingConfig(temperature=np.float32(0.5), top_k=np.int64(5), top_p=np.float32(0.75),
                                seed=np.int64(1))
     assert [type(v) for v in (config.temperature, config.top_k, config.top_p, config.seed)] == [float, int, float, int]
@@ -176,3 +178,12 @@ def test_a_malformed_file_in_a_chosen_folder_is_a_clear_error(tmp_path):
         with pytest.raises(ValueError, match=rf"{name}\.json is not a self-check file \(.*\)\. Fix: give it the "
                                              r"structure of .*00\.json"):
             load_questions(name, tmp_path)
+
+
+@pytest.mark.parametrize(("kwargs", "error"), [({"temperature": 10**400}, ValueError), ({"top_p": 10**400}, ValueError),
+                                               ({"seed": 10**400}, ValueError), ({"top_p": -(10**400)}, ValueError)])
+def test_integers_beyond_any_float_are_refused_clearly(kwargs, error):
+    name = next(iter(kwargs))
+    with pytest.raises(error, match=rf"^{name}=-?1000.* is not allowed: expected .*Fix: "):
+        il.SamplingConfig(**kwargs)
+    assert il.SamplingConfig(top_k=10**400).top_k == 10**400  # a top-k above the vocabulary is simply off

@@ -52,7 +52,7 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
     hi = "" if high is None else f" {'<' if high_open else '<='} {high}"
     # the range is arithmetic, which reads the same in every language (an int is always finite: no integer case)
     allowed = f"{lo}{name}{hi}" if (lo or hi) else tr("a finite number")
-    if not math.isfinite(value):
+    if not isinstance(value, numbers.Integral) and not math.isfinite(value):  # ints are finite (10**400 too)
         raise bad_value(name, value, allowed, fix or tr("pass a finite number"))
     if low is not None and (value < low or (low_open and value == low)):
         raise bad_value(name, value, allowed, fix or tr("pass a value in that range"))

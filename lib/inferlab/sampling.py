@@ -39,7 +39,10 @@ class SamplingConfig:
     def __post_init__(self) -> None:
         check_number("temperature", self.temperature, low=0.0,
                      fix=tr("use 0 for greedy, 1 for the model's own distribution, >1 for bolder choices"))
-        as_float32 = float(torch.tensor(float(self.temperature), dtype=torch.float32))
+        try:
+            as_float32 = float(torch.tensor(float(self.temperature), dtype=torch.float32))
+        except OverflowError:  # an integer such as 10**400: beyond any float
+            as_float32 = math.inf
         if self.temperature != 0 and not (as_float32 > 0 and math.isfinite(as_float32)):
             raise bad_value("temperature", self.temperature, TEMPERATURE_RANGE,
                             tr("use 0 for greedy (below 0.01 a temperature already picks the most likely token "
