@@ -182,6 +182,7 @@ def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouch
     good = _notebook(tmp_path / "notebooks" / "02_good.ipynb", "print(6 * 7)",
                      "import os; print(os.environ['INFERLAB_SCALE'], os.environ['HF_HUB_OFFLINE'])")
     bad_before = bad.read_bytes()
+    good.chmod(0o640)  # neither mkstemp's 0600 nor the umask's default
     assert notebook_tools.main(["execute", "--timeout", "120"]) == 2  # every notebook needs --all
     assert "--all" in capsys.readouterr().err
     assert any("never executed" in problem for problem in notebook_tools.problems(good))  # nothing ran
@@ -195,7 +196,79 @@ def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouch
     assert stored.cells[1].outputs[0]["text"] == "42\n"
     assert stored.cells[2].outputs[0]["text"] == "full 1\n"  # the kernel ran at the full scale, offline
     assert stored.metadata["inferlab"]["scale"] == "full" and os.environ["INFERLAB_SCALE"] == "test"
+    assert good.stat().st_mode & 0o777 == 0o640  # the notebook keeps its mode
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["01_bad.ipynb", "02_good.ipynb"]
+
+
+def test_execute_refuses_a_folder_it_cannot_write_before_running(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    nb = _notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)")
+    before = nb.read_bytes()
+
+    def read_only(*args, **kwargs):  # what a read-only folder gives (chmod cannot show it when tests run as root)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(notebook_tools.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(notebook_tools, "NotebookClient", None, raising=False)
+    started = []
+    monkeypatch.setattr("jupyter_client.manager.KernelManager.start_kernel", lambda *a, **k: started.append(1))
+    assert notebook_tools.main(["execute", "notebooks/01_one.ipynb"]) == 1
+    assert _lines(capsys.readouterr().err) == [
+        "notebooks/01_one.ipynb: not run, its folder cannot be written (Permission denied). Fix: make the folder "
+        "writable (or free some disk space), or execute a copy elsewhere."]
+    assert started == [] and nb.read_bytes() == before
+
+
+def test_execute_on_a_disk_that_fills_up_during_the_run_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("INFERLAB_MODEL", "bundled")
+    nb = _notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)")
+    before = nb.read_bytes()
+    real, calls = notebook_tools.tempfile.mkstemp, []
+
+    def full_after_the_check(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(notebook_tools.tempfile, "mkstemp", full_after_the_check)
+    assert notebook_tools.main(["execute", "--timeout", "120", "notebooks/01_one.ipynb"]) == 1
+    lines = _lines(capsys.readouterr().err)
+    assert len(lines) == 1 and lines[0].startswith("notebooks/01_one.ipynb: ran in ") and lines[0].endswith(
+        "could not be saved (No space left on device); the stored notebook is unchanged. Fix: free some disk space "
+        "(or make the folder writable) and run it again."), lines
+    assert nb.read_bytes() == before and sorted(p.name for p in nb.parent.iterdir()) == ["01_one.ipynb"]
+
+
+def test_execute_stops_at_once_on_ctrl_c(tmp_path):
+    import signal
+    import time
+
+    nb = _notebook(tmp_path / "notebooks" / "01_slow.ipynb",
+                   "open('started', 'w').close()\nimport time\nfor _ in range(600): time.sleep(0.5)")
+    nb.chmod(0o644)
+    before = nb.read_bytes()
+    env = {k: v for k, v in os.environ.items() if k != "INFERLAB_SCALE"}
+    command = [sys.executable, "-m", "inferlab.tools.notebook_tools", "execute", "notebooks/01_slow.ipynb"]
+    run = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                           start_new_session=True)
+    try:
+        deadline = time.time() + 90
+        while not (nb.parent / "started").exists():  # the kernel is running the slow cell
+            assert time.time() < deadline and run.poll() is None, run.communicate()
+            time.sleep(0.2)
+        pressed = time.time()
+        os.killpg(run.pid, signal.SIGINT)  # Ctrl-C in a terminal: SIGINT to the foreground process group
+        _, err = run.communicate(timeout=20)  # it used to go on until killed with -9
+    finally:
+        if run.poll() is None:
+            os.killpg(run.pid, signal.SIGKILL)
+    assert time.time() - pressed < 10
+    assert run.returncode == 130
+    assert _lines(err) == ["notebooks/01_slow.ipynb: interrupted; the stored notebook is unchanged."]
+    assert nb.read_bytes() == before and nb.stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in nb.parent.iterdir()) == ["01_slow.ipynb", "started"]
 
 
 def _git(repo: Path, *args: str) -> None:
@@ -266,16 +339,161 @@ def test_export_with_a_bad_notebook_writes_nothing(tmp_path, capsys, monkeypatch
     assert sorted(p.name for p in clone.iterdir()) == ["notebooks"]
 
 
-def test_export_builds_beside_out_and_moves_in(tmp_path, capsys, monkeypatch):
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _tree(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def _two_editions(tmp_path: Path) -> list[Path]:
+    return [_notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)"),
+            _notebook(tmp_path / "notebooks" / "zh" / "01_one.ipynb", "print(1)"),
+            _notebook(tmp_path / "notebooks" / "02_two.ipynb", "print(2)")]
+
+
+def test_export_twice_into_the_same_folder_replaces_the_site_whole(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    en, zh, two = _two_editions(tmp_path)
+    assert export_html.main(["--out", "site", str(en), str(zh), str(two)]) == 0
+    site = tmp_path / "site"
+    assert (site / "02_two.html").is_file() and (site / "zh" / "01_one.html").is_file()
+    assert site.stat().st_mode & 0o777 == 0o777 & ~_umask()  # not mkdtemp's 0700: a web server can read it
+    site.chmod(0o750)
+    # The second export (zh/ already there: it failed before and left the site half-updated) replaces it whole.
+    assert export_html.main(["--out", "site", str(en), str(zh)]) == 0
+    assert sorted(_tree(site)) == [".inferlab-site", "01_one.html", "index.html", "plotly.min.js",
+                                   "zh/01_one.html", "zh/index.html"]  # 02_two.html went with its notebook
+    assert "02_two" not in (site / "index.html").read_text(encoding="utf-8")
+    assert site.stat().st_mode & 0o777 == 0o750  # the folder keeps its permissions
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]  # no .partial or .old folder left
+    assert capsys.readouterr().out.splitlines()[-1] == "open site/index.html"
+
+
+def test_export_keeps_the_old_site_whole_when_the_new_one_cannot_be_moved_in(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    en, zh, two = _two_editions(tmp_path)
+    assert export_html.main(["--out", "site", str(en), str(zh), str(two)]) == 0
+    before = _tree(tmp_path / "site")
+    capsys.readouterr()
+    real_replace = os.replace
+
+    def disk_full_at_the_swap(src, dst):
+        if ".partial-" in str(src) and Path(dst).name == "site":
+            raise OSError(28, "No space left on device")
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(export_html.os, "replace", disk_full_at_the_swap)
+    assert export_html.main(["--out", "site", str(en)]) == 1
+    assert _lines(capsys.readouterr().err) == [
+        "--out site: cannot write there (No space left on device); nothing was changed. "
+        "Fix: choose a folder you can write to, on a disk with room."]
+    assert _tree(tmp_path / "site") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]
+
+
+def test_export_refuses_a_folder_that_holds_other_files(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     nb = _notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)")
     (tmp_path / "site").mkdir()
     (tmp_path / "site" / "notes.txt").write_text("mine")
-    assert export_html.main(["--out", "site", str(nb)]) == 0
-    assert sorted(p.name for p in (tmp_path / "site").iterdir()) == \
-        ["01_one.html", "index.html", "notes.txt", "plotly.min.js"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]  # no .partial folder left
-    assert capsys.readouterr().out.splitlines()[-1] == "open site/index.html"
+    for out in ("site", "."):  # "." is the course folder itself: replacing it would delete the course
+        assert export_html.main(["--out", out, str(nb)]) == 1
+        lines = _lines(capsys.readouterr().err)
+        assert len(lines) == 1 and lines[0].startswith(f"--out {out}: the folder exists and holds other files"), lines
+    assert _tree(tmp_path / "site") == {"notes.txt": b"mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks", "site"]
+
+
+def test_export_reads_what_git_holds_and_says_which_notebooks_differ(tmp_path, capsys, monkeypatch):
+    clone, used = _git_clone_with_two_notebooks(tmp_path)
+    committed = nbformat.read(used, as_version=4)
+    figures = sum(export_html.PLOTLY_MIME in o.get("data", {}) for c in committed.cells for o in c.get("outputs", []))
+    assert figures > 0
+    for cell in committed.cells:  # a learner's session: outputs cleared, autosaved
+        if cell.cell_type == "code":
+            cell.outputs = []
+    nbformat.write(committed, used)
+    monkeypatch.chdir(clone)
+    assert export_html.main(["--out", "site"]) == 0
+    out = capsys.readouterr().out
+    assert f"site/{used.stem}.html: {figures} figures" in out
+    assert "(1 notebook(s) differ in your working tree" in out
+    assert export_html.main(["--out", "site", "--working-tree"]) == 0
+    assert f"site/{used.stem}.html: 0 figures" in capsys.readouterr().out
+
+
+ODD_NOTEBOOKS = {  # name -> how to spoil a real notebook's JSON, and what check/export say about it
+    "a_metadata_string.ipynb": (lambda nb: nb["metadata"].update(inferlab="x"), "metadata.inferlab must be an object"),
+    "b_count_string.ipynb": (lambda nb: [c.update(execution_count="3") for c in nb["cells"]
+                                         if c["cell_type"] == "code"], "is not a valid notebook ('3' is not of type"),
+    "c_widgets_list.ipynb": (lambda nb: nb["metadata"].update(widgets=[1, 2]), "metadata.widgets must be an object"),
+    "d_markdown_number.ipynb": (lambda nb: next(c for c in nb["cells"] if c["cell_type"] == "markdown").update(
+        source=5), "is not a valid notebook (5 is not valid"),
+    "e_cells_object.ipynb": (lambda nb: nb.update(cells={}), "is JSON but not a notebook"),
+}
+
+
+def _odd_clone(tmp_path: Path) -> Path:
+    import json
+
+    clone = _clone(tmp_path)
+    real = sorted((clone / "notebooks").glob("*.ipynb"))[1]
+    for name, (spoil, _) in ODD_NOTEBOOKS.items():
+        nb = json.loads(real.read_text(encoding="utf-8"))
+        spoil(nb)
+        (clone / "notebooks" / name).write_text(json.dumps(nb), encoding="utf-8")
+    deep = '{"cells": [], "metadata": {"x": ' + "[" * 100_000 + "]" * 100_000 + '}, "nbformat": 4, "nbformat_minor": 5}'
+    (clone / "notebooks" / "f_deep.ipynb").write_text(deep, encoding="utf-8")
+    shutil.copy(real, clone / "notebooks" / "01_tokens copy.ipynb")  # a name with a space is a fine notebook
+    return clone
+
+
+def test_check_and_export_name_every_odd_notebook_in_one_line_each(tmp_path, capsys, monkeypatch):
+    clone = _odd_clone(tmp_path)
+    monkeypatch.chdir(clone)
+    says = {**{name: why for name, (_, why) in ODD_NOTEBOOKS.items()}, "f_deep.ipynb": "nested too deeply"}
+    assert notebook_tools.main(["check"]) == 1
+    out = capsys.readouterr()
+    lines = _lines(out.out + out.err)
+    for name, why in says.items():  # every one is reported: check does not stop at the first
+        mine = [line for line in lines if line.startswith(f"notebooks/{name}: ")]
+        assert len(mine) == 1 and why in mine[0], (name, lines)
+    assert not any("copy.ipynb" in line for line in lines[:-1])
+    assert lines[-1].startswith(f"checked 9 notebook(s) in {clone / 'notebooks'}: {len(says)} problem(s)")
+
+    assert export_html.main(["--out", "site"]) == 1
+    lines = _lines(capsys.readouterr().err)
+    assert sorted(line.split(":")[0] for line in lines) == sorted(f"notebooks/{n}" for n in says)
+    assert sorted(p.name for p in clone.iterdir()) == ["notebooks"]  # nothing written
+    copy = clone / "notebooks" / "01_tokens copy.ipynb"
+    assert export_html.main(["--out", "site", str(copy)]) == 0
+    assert (clone / "site" / "01_tokens copy.html").is_file()
+    assert 'href="01_tokens%20copy.html"' in (clone / "site" / "index.html").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("output", "metadata", "exported"), [
+    ({export_html.PLOTLY_MIME: [1, 2]}, {}, False),  # a figure that is not an object
+    ({export_html.WIDGET_MIME: "abc"}, {}, False),  # a widget view that is not an object
+    ({export_html.WIDGET_MIME: {"model_id": "m"}}, {"widgets": {"application/vnd.jupyter.widget-state+json": {
+        "state": []}}}, True),  # an odd stored widget state: the view shows its note
+], ids=["figure-list", "view-string", "state-list"])
+def test_export_names_a_notebook_with_an_odd_output(tmp_path, capsys, monkeypatch, output, metadata, exported):
+    monkeypatch.chdir(tmp_path)
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x", execution_count=1, outputs=[
+        nbformat.v4.new_output("display_data", data=output)])], metadata=metadata)
+    (tmp_path / "notebooks").mkdir()
+    nbformat.write(nb, tmp_path / "notebooks" / "01_odd.ipynb")
+    assert export_html.main(["--out", "site", "notebooks/01_odd.ipynb"]) == (0 if exported else 1)
+    err = _lines(capsys.readouterr().err)
+    if exported:
+        assert err == [] and (tmp_path / "site" / "01_odd.html").is_file()
+    else:
+        assert len(err) == 1 and err[0].startswith("notebooks/01_odd.ipynb: cannot be exported, an output is not "), err
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["notebooks"]
 
 
 # --- download -------------------------------------------------------------------------------------------------
@@ -316,6 +534,23 @@ def test_download_refuses_an_out_that_is_taken(tmp_path, capsys, monkeypatch):
     assert [p.name for p in (tmp_path / "full").iterdir()] == ["config.json"]
 
 
+def test_download_into_a_folder_it_cannot_write_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    asked = []
+    monkeypatch.setattr(download, "_fetch", lambda *a: asked.append(a))
+
+    def read_only(*args, **kwargs):  # what a read-only folder gives (chmod cannot show it when tests run as root)
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(download.tempfile, "mkdtemp", read_only)
+    assert download.main(["gpt2", "--out", "models/gpt2"]) == 1
+    assert _lines(capsys.readouterr().err) == [
+        f"--out models/gpt2: cannot write in {tmp_path.resolve()} (Permission denied). "
+        "Fix: choose a folder you can write to."]
+    assert asked == [] and list(tmp_path.iterdir()) == []
+
+
 def test_download_renames_only_a_folder_that_loads(tmp_path, capsys, monkeypatch):
     bundled = ROOT / "data" / "models" / "tiny-gpt2-shakespeare"
     monkeypatch.chdir(tmp_path)
@@ -339,6 +574,40 @@ def test_download_renames_only_a_folder_that_loads(tmp_path, capsys, monkeypatch
     assert sorted(p.name for p in (tmp_path / "models" / "gpt2").iterdir()) == sorted(p.name for p in bundled.iterdir())
     assert [p.name for p in (tmp_path / "models").iterdir()] == ["gpt2"]  # the temporary folder was renamed
     assert "partial" not in capsys.readouterr().out
+
+
+# --- bench ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["--new-tokens", "1"], "--new-tokens 1: must be at least 2"),
+    (["--new-tokens", "0"], "--new-tokens 0: must be at least 2"),
+    (["--prompt-tokens", "0"], "--prompt-tokens 0: must be at least 1"),
+    (["--repeats", "-3"], "--repeats -3: must be at least 1"),
+    (["--prompt-tokens", "1000", "--new-tokens", "100"], "more than 1024 positions"),
+    (["--threads", "0"], "--threads 0: must be at least 1"),
+    (["--dtype", "float64"], "--dtype float64: not one of float32, float16, bfloat16"),
+    (["--device", "nonsense"], "--device nonsense: not a device name"),
+    (["--device", "cuda:7"], "--device cuda:7: no such CUDA device here"),
+    (["--models", " "], "--models: an empty name"),
+    (["--out", "."], "--out .: is a folder"),
+    (["--out", "missing/folder/r.json"], "--out missing/folder/r.json: cannot be written (No such file or directory)"),
+    (["--variants", "turbo"], "argument --variants: invalid choice: 'turbo'"),
+    (["--new-tokens", "x"], "argument --new-tokens: invalid int value: 'x'"),
+], ids=lambda v: v if isinstance(v, str) else " ".join(v))
+def test_bench_refuses_bad_arguments_before_any_measurement(tmp_path, capsys, monkeypatch, args, says):
+    from inferlab.tools import bench
+
+    monkeypatch.chdir(tmp_path)
+    measured = []
+    monkeypatch.setattr("inferlab.measure.machine.measure_machine", lambda *a, **k: measured.append(a))
+    with pytest.raises(SystemExit) as stop:
+        bench.main(args)
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and "Traceback" not in err
+    assert err.splitlines()[0].startswith("usage: python -m inferlab.tools.bench"), err
+    assert err.splitlines()[-1].startswith("python -m inferlab.tools.bench: error: ") and says in err, err
+    assert measured == [] and list(tmp_path.iterdir()) == []
 
 
 # --- layout ---------------------------------------------------------------------------------------------------

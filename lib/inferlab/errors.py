@@ -7,6 +7,7 @@ site passes ``allowed``/``fix`` through ``tr`` too when a learner can trigger it
 from __future__ import annotations
 
 import math
+import numbers
 from typing import Any
 
 from .i18n import tr
@@ -40,16 +41,18 @@ def check_number(name: str, value: Any, *, low: float | None = None, high: float
     """Check that ``value`` is a finite number inside a range, or raise a clear error.
 
     ``low_open``/``high_open`` exclude the bound itself. Booleans are refused (``True`` is not 1 here).
+    numpy's integers and floats count as integers and numbers (``numbers.Integral``/``numbers.Real``), as
+    Python's own do: ``np.int64(5)`` from an array is a fine ``top_k``.
     ``fix`` replaces the default advice (give it through ``tr`` where a learner reads it).
     """
-    ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
+    ok_type = isinstance(value, numbers.Integral) if integer else isinstance(value, numbers.Real)
     if isinstance(value, bool) or not ok_type:
         raise _wrong_type(name, value, integer, fix)
     lo = "" if low is None else f"{low} {'<' if low_open else '<='} "
     hi = "" if high is None else f" {'<' if high_open else '<='} {high}"
     # the range is arithmetic, which reads the same in every language (an int is always finite: no integer case)
     allowed = f"{lo}{name}{hi}" if (lo or hi) else tr("a finite number")
-    if not math.isfinite(value):
+    if not isinstance(value, numbers.Integral) and not math.isfinite(value):  # ints are finite (10**400 too)
         raise bad_value(name, value, allowed, fix or tr("pass a finite number"))
     if low is not None and (value < low or (low_open and value == low)):
         raise bad_value(name, value, allowed, fix or tr("pass a value in that range"))

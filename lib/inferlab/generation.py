@@ -92,6 +92,7 @@ class GenerationConfig:
     def __post_init__(self) -> None:
         check_number("max_new_tokens", self.max_new_tokens, low=1, integer=True,
                      fix=tr("ask for at least one new token"))
+        object.__setattr__(self, "max_new_tokens", int(self.max_new_tokens))  # np.int64(20): stored as 20
         if not isinstance(self.sampling, SamplingConfig):
             raise TypeError(f"sampling must be a SamplingConfig, got {type(self.sampling).__name__}. "
                             "Fix: il.SamplingConfig(temperature=0.8, top_p=0.95), or give temperature= directly.")

@@ -21,6 +21,11 @@ import torch
 from .errors import bad_value, check_number
 from .i18n import tr
 
+# Temperatures are applied in float32: a positive one below float32's smallest number (2**-149) rounds to 0 and
+# the division gives NaN, one above its largest rounds to inf. Either is refused when the config is made.
+TEMPERATURE_MIN, TEMPERATURE_MAX = 2.0**-149, float(torch.finfo(torch.float32).max)
+TEMPERATURE_RANGE = f"temperature = 0 (greedy) or {TEMPERATURE_MIN:.3g} <= temperature <= {TEMPERATURE_MAX:.3g}"
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -34,12 +39,26 @@ class SamplingConfig:
     def __post_init__(self) -> None:
         check_number("temperature", self.temperature, low=0.0,
                      fix=tr("use 0 for greedy, 1 for the model's own distribution, >1 for bolder choices"))
+        try:
+            as_float32 = float(torch.tensor(float(self.temperature), dtype=torch.float32))
+        except OverflowError:  # an integer such as 10**400: beyond any float
+            as_float32 = math.inf
+        if self.temperature != 0 and not (as_float32 > 0 and math.isfinite(as_float32)):
+            raise bad_value("temperature", self.temperature, TEMPERATURE_RANGE,
+                            tr("use 0 for greedy (below 0.01 a temperature already picks the most likely token "
+                               "almost always), or at most a few for bolder choices"))
         check_number("top_k", self.top_k, low=0, integer=True, fix=tr("use 0 to switch top-k off"))
         check_number("top_p", self.top_p, low=0.0, high=1.0, low_open=True,
                      fix=tr("use 1.0 to switch top-p off, or a value such as 0.9"))
         if self.seed is not None:
             check_number("seed", self.seed, low=0, high=2**64 - 1, integer=True,
                          fix=tr("use a non-negative integer below 2**64 (torch.Generator's range) or None"))
+        # numpy numbers are accepted; stored as Python's own so the config prints and compares plainly
+        object.__setattr__(self, "temperature", float(self.temperature))
+        object.__setattr__(self, "top_k", int(self.top_k))
+        object.__setattr__(self, "top_p", float(self.top_p))
+        if self.seed is not None:
+            object.__setattr__(self, "seed", int(self.seed))
 
     @property
     def greedy(self) -> bool:
@@ -65,6 +84,43 @@ class SamplingConfig:
 
 
 GREEDY = SamplingConfig(temperature=0.0)
+
+
+def check_logits(logits: torch.Tensor) -> None:
+    """Refuse scores that cannot be sampled from, saying why and how to fix it (a ``ValueError``).
+
+    ``logits`` must be a ``[vocab]`` or ``[batch, vocab]`` tensor of real numbers, with no NaN and no +inf,
+    and each row must hold at least one finite score (-inf rules a token out; all -inf leaves nothing to pick).
+    """
+    if not isinstance(logits, torch.Tensor):
+        raise bad_value("logits", type(logits).__name__, tr("a torch.Tensor of shape [vocab] or [batch, vocab]"),
+                        tr("pass the model's logits, e.g. il.prefill(m, ids)[0][0], or torch.tensor(your_scores)"))
+    if logits.dim() not in (1, 2) or logits.shape[-1] == 0 or logits.numel() == 0:
+        raise bad_value("logits", tuple(logits.shape), tr("a [vocab] or [batch, vocab] tensor with vocab >= 1"),
+                        tr("pass logits[0] for one sequence of il.prefill(m, ids)'s [batch, vocab] logits"))
+    if logits.dtype == torch.bool or logits.is_complex():
+        raise bad_value("logits", str(logits.dtype), tr("real-valued scores (float or integer)"),
+                        tr("pass the model's logits, e.g. il.prefill(m, ids)[0][0]"))
+    top = logits.max(dim=-1).values  # NaN anywhere, +inf anywhere, or a row of only -inf: not finite here
+    if not bool(torch.isfinite(top).all()):
+        x = logits.float()
+        what = ("NaN" if bool(torch.isnan(x).any()) else "+inf" if bool(torch.isposinf(x).any())
+                else tr("a row where every score is -inf"))
+        raise bad_value("logits", f"<{what}>",
+                        tr("finite scores, -inf for tokens ruled out, at least one finite score per row"),
+                        tr("check what produced them: NaN or inf logits come from broken weights or an overflow, and "
+                           "a row of -inf leaves no token to pick"))
+
+
+def _check_config(config: SamplingConfig, generator: torch.Generator | None = None) -> None:
+    if not isinstance(config, SamplingConfig):
+        raise TypeError(tr("config must be a SamplingConfig, got {type} {value!r:.40}. "
+                           "Fix: pass il.SamplingConfig(temperature=..., top_k=..., top_p=...).",
+                           type=type(config).__name__, value=config))
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(tr("generator must be a torch.Generator or None, got {type}. "
+                           "Fix: pass config.generator() (from a seed), torch.Generator().manual_seed(0), or None.",
+                           type=type(generator).__name__))
 
 
 def apply_temperature(logits: torch.Tensor, temperature: float) -> torch.Tensor:
@@ -106,7 +162,16 @@ def apply_top_p(logits: torch.Tensor, p: float) -> torch.Tensor:
 
 
 def filter_logits(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
-    """Temperature -> top-k -> top-p, in ``generate()``'s order; returns the filtered logits (float32)."""
+    """Temperature -> top-k -> top-p, in ``generate()``'s order; returns the filtered logits (float32).
+
+    ``logits`` is ``[vocab]`` or ``[batch, vocab]`` (``check_logits`` says what is refused).
+    """
+    check_logits(logits)
+    _check_config(config)
+    return _filter(logits, config)
+
+
+def _filter(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:
     x = logits.float()
     x = apply_temperature(x, config.temperature)
     x = apply_top_k(x, config.top_k)
@@ -120,9 +185,15 @@ def sample(logits: torch.Tensor, config: SamplingConfig = GREEDY,
     >>> sample(torch.tensor([0.1, 3.0, 0.2])).item()      # temperature 0: greedy
     1
     """
+    check_logits(logits)
+    _check_config(config, generator)
+    if generator is not None and generator.device.type != logits.device.type:
+        raise bad_value("generator", f"<on {generator.device}>", tr("a generator on the logits' device ({device})",
+                                                                    device=logits.device),
+                        tr("make it with config.generator(device=logits.device)"))
     if config.greedy:
         return torch.argmax(logits, dim=-1)
-    probs = filter_logits(logits, config).softmax(dim=-1)
+    probs = _filter(logits, config).softmax(dim=-1)
     flat = probs.reshape(-1, probs.shape[-1])
     picked = torch.multinomial(flat, num_samples=1, generator=generator).squeeze(-1)
     return picked.reshape(probs.shape[:-1])
@@ -213,13 +284,10 @@ def filter_stages(logits: torch.Tensor, config: SamplingConfig, top_n: int = 10)
     """
     if not isinstance(logits, torch.Tensor) or logits.dim() != 1:
         shape = tuple(logits.shape) if isinstance(logits, torch.Tensor) else type(logits).__name__
-        raise bad_value("logits", shape, "a 1-D [vocab] tensor", "pass logits[0] for one sequence")
-    if logits.numel() == 0 or bool(torch.isnan(logits).any()) or not bool(torch.isfinite(logits).any()):
-        raise bad_value("logits", "<empty, NaN or all -inf>", "at least one finite score and no NaN",
-                        "pass the model's logits for one position, e.g. il.prefill(m, ids)[0][0]")
-    if not isinstance(config, SamplingConfig):
-        raise TypeError(f"config must be a SamplingConfig, got {type(config).__name__}. "
-                        "Fix: pass il.SamplingConfig(temperature=..., top_k=..., top_p=...).")
+        raise bad_value("logits", shape, tr("a 1-D [vocab] tensor"), tr("pass logits[0] for one sequence"))
+    check_logits(logits)
+    _check_config(config)
+    check_number("top_n", top_n, low=1, integer=True, fix=tr("ask for a few of the most likely tokens, e.g. 10"))
     x = logits.float()
     probs = {"model": x.softmax(-1)}
     if config.greedy:

@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..cost import MachineProfile, Shape, decode_cost, prefill_floor_at
@@ -191,6 +192,58 @@ def table(results: list[dict], machine_info: dict | None = None) -> str:
     return "\n".join([*top, *lines, "", legend, *notes])
 
 
+DTYPES = ("float32", "float16", "bfloat16")
+MAX_CONTEXT = 1024  # the GPT-2 family's longest context (each model's own is checked when it runs)
+
+
+def argument_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the command line, in one sentence with its fix (None: nothing), found before any run.
+
+    Checks the numbers, the device and dtype this PyTorch can use, and that ``--out`` can be written, so a
+    run of minutes is never lost at the end.
+    """
+    for name, value, low in (("--prompt-tokens", args.prompt_tokens, 1), ("--new-tokens", args.new_tokens, 2),
+                             ("--repeats", args.repeats, 1)):
+        if value < low:
+            why = " (TPOT needs a second token)" if name == "--new-tokens" else ""
+            return f"{name} {value}: must be at least {low}{why}. Fix: e.g. {name} {max(low, 8)}."
+    if args.prompt_tokens + args.new_tokens > MAX_CONTEXT:
+        return (f"--prompt-tokens {args.prompt_tokens} + --new-tokens {args.new_tokens} = "
+                f"{args.prompt_tokens + args.new_tokens}: more than {MAX_CONTEXT} positions, the longest GPT-2 "
+                "context. Fix: ask for fewer tokens.")
+    if args.threads is not None and args.threads < 1:
+        return f"--threads {args.threads}: must be at least 1. Fix: leave it out for PyTorch's choice."
+    if args.dtype is not None and args.dtype not in DTYPES:
+        return f"--dtype {args.dtype}: not one of {', '.join(DTYPES)}. Fix: e.g. --dtype float32."
+    if not all(isinstance(m, str) and m.strip() for m in args.models):
+        return "--models: an empty name. Fix: e.g. --models bundled random:gpt2."
+    import torch
+
+    try:
+        device = torch.device(args.device)
+    except RuntimeError:
+        return f"--device {args.device}: not a device name. Fix: --device cpu, or cuda / cuda:0 on an NVIDIA GPU."
+    if device.type == "cuda" and not (torch.cuda.is_available() and (device.index or 0) < torch.cuda.device_count()):
+        return (f"--device {args.device}: no such CUDA device here ({torch.cuda.device_count()} found). "
+                "Fix: --device cpu.")
+    if device.type == "mps" and not torch.backends.mps.is_available():
+        return f"--device {args.device}: Apple's MPS is not available here. Fix: --device cpu."
+    if device.type not in ("cpu", "cuda", "mps"):
+        return f"--device {args.device}: the benchmark runs on cpu, cuda or mps. Fix: --device cpu."
+    out = Path(args.out)
+    if out.is_dir():
+        return f"--out {out}: is a folder. Fix: name a JSON file, e.g. --out {out / 'bench_results.json'}."
+    existed = out.exists()
+    try:
+        with open(out, "a"):
+            pass
+    except OSError as e:
+        return f"--out {out}: cannot be written ({e.strerror or e}). Fix: name a file in a folder you can write to."
+    if not existed:
+        out.unlink()
+    return None
+
+
 def main(argv=None) -> dict:
     """Command line: ``python -m inferlab.tools.bench --models bundled random:gpt2 --new-tokens 32``."""
     p = argparse.ArgumentParser(prog="python -m inferlab.tools.bench", description=__doc__.split("\n\n")[0])
@@ -205,6 +258,9 @@ def main(argv=None) -> dict:
     p.add_argument("--dtype", default=None, help="float32 / float16 / bfloat16 (default: the device's)")
     p.add_argument("--out", default="bench_results.json", help="JSON file to write")
     args = p.parse_args(argv)
+    problem = argument_problem(args)
+    if problem:
+        p.error(problem)  # usage and the problem on stderr, exit status 2, before any measurement
     import torch
 
     from ..fast.choice import cpu_name, library_versions

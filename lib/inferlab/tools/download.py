@@ -87,11 +87,16 @@ def download(name: str, out: Path, revision: str | None = None) -> str:
     Raises ``DownloadError`` (nothing written) when ``out`` is taken, the hub is unreachable, the name
     is unknown, or the files do not load as a GPT-2 model.
     """
+    typed = out
     existing = check_out(Path(out))
     out = Path(out).absolute()
     if not (isinstance(name, str) and name.strip()):
         raise DownloadError(f"name={name!r}: expected a Hub name such as gpt2.")
-    tmp = Path(tempfile.mkdtemp(dir=existing, prefix=f".{out.name}.partial-"))
+    try:  # before the network is asked anything: a read-only or full disk is found at once
+        tmp = Path(tempfile.mkdtemp(dir=existing, prefix=f".{out.name}.partial-"))
+    except OSError as e:
+        raise DownloadError(f"--out {typed}: cannot write in {existing.resolve()} ({e.strerror or e}). "
+                            "Fix: choose a folder you can write to.") from None
     try:
         _fetch(name, tmp, revision)
         try:
@@ -99,10 +104,15 @@ def download(name: str, out: Path, revision: str | None = None) -> str:
         except (ValueError, TypeError, OSError) as e:
             first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
             raise DownloadError(f"downloaded {name!r} but it does not load as a GPT-2 model: {first}") from None
-        out.parent.mkdir(parents=True, exist_ok=True)
-        if out.is_dir():
-            out.rmdir()  # check_out allowed it only when empty
-        os.replace(tmp, out)
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if out.is_dir():
+                out.rmdir()  # check_out allowed it only when empty
+            os.replace(tmp, out)
+        except OSError as e:
+            raise DownloadError(f"--out {out}: the download is complete but cannot be moved there "
+                                f"({e.strerror or e}); nothing was kept. "
+                                "Fix: choose a folder you can write to.") from None
         return described.replace(str(tmp), str(out))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -122,6 +132,14 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"download of {args.name!r} interrupted; nothing was written to {args.out}.", file=sys.stderr)
         return 130
+    except OSError as e:  # e.g. the disk filled up while the files were written
+        print(f"could not download {args.name!r}: {e.strerror or e}; nothing was written to {args.out}. "
+              "Fix: free some disk space (or choose another --out) and run it again.", file=sys.stderr)
+        return 1
+    except Exception as e:  # a defect of this tool: still one line, and no folder left behind
+        print(f"download failed ({type(e).__name__}: {str(e).strip()[:200]}); nothing was written to {args.out}. "
+              "This is a bug: please report it with the command you ran.", file=sys.stderr)
+        return 1
     print(f"downloaded {args.name} to {args.out}")
     print("checked offline:", described)
     print(f"use it with: INFERLAB_MODEL={args.out.resolve()} HF_HUB_OFFLINE=1 jupyter lab")

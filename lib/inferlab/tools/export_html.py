@@ -12,25 +12,29 @@ held when stored (see ``offline_page``): the pages load nothing from a network. 
 becomes ``glossary.html``, which the notebooks link to.
 
 The notebooks and the default ``site/`` folder are those of the course folder the command runs in
-(found as ``notebook_tools check`` finds it). Every notebook is read before anything is written, and the
-pages are built in a temporary folder beside ``--out`` and moved in at the end, so a bad notebook or a
-bad ``--out`` ends with one line naming it, exit status 1, and nothing half-written.
+(found as ``notebook_tools check`` finds it); a tracked notebook is read as git holds it, as ``check`` reads
+it (``--working-tree``: the files). Every notebook is read before anything is written, and the site is built
+in a temporary folder beside ``--out`` that then replaces ``--out`` whole (an older site there is set aside and
+deleted; a folder holding anything else is refused), so a bad notebook, a bad ``--out`` or a full disk ends
+with one line naming it, exit status 1, and nothing half-written. HTML that comes from a notebook is cleaned
+(``safe_html``): the pages run no script of a notebook's and load nothing from a network.
 """
 
 from __future__ import annotations
 
 import argparse
 import html
-import json
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from urllib.parse import quote
 
 from . import offline_page
-from .notebook_tools import NotebookError, find_root, notebooks_in, read_notebook, shown
+from .notebook_tools import NotebookError, find_root, notebooks_in, read_notebook, shown, stored_text
 from .offline_page import math_to_mathml, rewrite_links, static_view, strip_cdn_scripts, widget_state
+from .safe_html import clean_html, script_json
 
 PLOTLY_MIME = "application/vnd.plotly.v1+json"
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -44,19 +48,41 @@ def plotly_js_path() -> Path:
 
 
 def _figure_html(spec: dict, div_id: str) -> str:
-    data = json.dumps(spec.get("data", []))
-    layout = json.dumps(spec.get("layout", {}))
-    config = json.dumps({"responsive": True, **spec.get("config", {})})
-    height = spec.get("layout", {}).get("height", 450)
-    return (f'<div id="{div_id}" class="plotly-graph-div" style="height:{height}px;width:100%"></div>'
-            f'<script type="text/javascript">Plotly.newPlot("{div_id}", {data}, {layout}, {config});</script>')
+    """A plotly figure as a ``<div>`` and the script that draws it (its data escaped: see ``safe_html``)."""
+    layout = spec.get("layout") if isinstance(spec.get("layout"), dict) else {}
+    config = spec.get("config") if isinstance(spec.get("config"), dict) else {}
+    height = layout.get("height", 450)
+    height = height if isinstance(height, (int, float)) and not isinstance(height, bool) and height > 0 else 450
+    args = ", ".join(script_json(x) for x in (div_id, spec.get("data", []), layout, {"responsive": True, **config}))
+    return (f'<div id="{html.escape(div_id)}" class="plotly-graph-div" style="height:{height:g}px;width:100%"></div>'
+            f'<script type="text/javascript">Plotly.newPlot({args});</script>')
+
+
+def html_exporter():
+    """nbconvert's lab template, with every piece of HTML that comes from a notebook cleaned (``safe_html``).
+
+    Markdown cells and ``text/markdown`` outputs are cleaned after nbconvert renders them, raw cells by the
+    template's ``clean_html`` filter; ``prepare`` cleans the ``text/html`` outputs.
+    """
+    from jinja2 import pass_context
+    from nbconvert import HTMLExporter
+
+    class SafeExporter(HTMLExporter):
+        @pass_context  # as nbconvert's own: the filter reads the cell's attachments from the context
+        def markdown2html(self, context, source):
+            return clean_html(super().markdown2html(context, source))
+
+    exporter = SafeExporter(template_name="lab")
+    exporter.register_filter("clean_html", clean_html)
+    return exporter
 
 
 def prepare(nb, stem: str, lang: str = "en"):
     """Make ``nb`` (changed in place) ready for a static page; returns it and its number of figures.
 
     Plotly outputs become embeddable HTML, Markdown math becomes MathML, widget outputs become their
-    static view (or disappear: progress bars).
+    static view (or disappear: progress bars). HTML stored in outputs is cleaned (``safe_html.clean_html``)
+    and JavaScript outputs are dropped: nothing a notebook holds runs in the page.
     """
     count = 0
     state = widget_state(nb.metadata)
@@ -72,6 +98,10 @@ def prepare(nb, stem: str, lang: str = "en"):
         kept = []
         for out in cell.get("outputs", []):
             data = out.get("data", {})
+            if data.pop("application/javascript", None) is not None and not data:
+                continue  # it would run in the page
+            if "text/html" in data:  # the notebook's own HTML (before the figures and views made here)
+                data["text/html"] = clean_html(data["text/html"])
             if PLOTLY_MIME in data:
                 data["text/html"] = figure(data.pop(PLOTLY_MIME))
                 data.pop("text/plain", None)
@@ -145,7 +175,8 @@ INDEX_TEXT = {
 def index_page(lang: str, pages: list[tuple[str, str, int]], has_glossary: bool) -> str:
     """The index of one language: the switch to the other language, the notebooks in order, the glossary."""
     t = INDEX_TEXT[lang]
-    items = "\n".join(f'<li><a href="{html.escape(stem)}.html">{html.escape(title)}</a> ({n} {t["figures"]})</li>'
+    items = "\n".join(f'<li><a href="{html.escape(quote(stem))}.html">{html.escape(title)}</a> '
+                      f'({n} {t["figures"]})</li>'
                       for stem, title, n in pages)
     extra = f'<p><a href="glossary.html">{t["glossary"]}</a>{t["glossary_more"]}</p>' if has_glossary else ""
     return (f"<!doctype html><html lang='{t['lang']}'><head><meta charset='utf-8'><title>{t['title']}</title></head>"
@@ -154,58 +185,131 @@ def index_page(lang: str, pages: list[tuple[str, str, int]], has_glossary: bool)
             f"<h1>{t['h1']}</h1><p>{t['intro']}</p><ol>{items}</ol>{extra}</body></html>")
 
 
+SITE_MARK = ".inferlab-site"  # written into every site this tool makes: a folder it may replace
+
+
+def _is_site(folder: Path) -> bool:
+    """True when ``folder`` is empty or holds an HTML edition (ours: the mark, or an older export's files)."""
+    names = {p.name for p in folder.iterdir()}
+    if not names or SITE_MARK in names:
+        return True
+    ours = {"plotly.min.js", "zh"} | {n for n in names if n.endswith(".html")}
+    return {"index.html", "plotly.min.js"} <= names and names <= ours
+
+
 def check_out_dir(out_dir: Path) -> Path:
-    """Refuse an ``--out`` that is a file or lies under a file; returns its nearest existing folder."""
+    """Refuse an ``--out`` that is a file, lies under a file, or is a folder holding something else than a site.
+
+    Returns the folder the new site is built in before it is moved to ``out_dir``: ``out_dir``'s parent, or the
+    nearest folder above it that exists.
+    """
+    out_dir = Path(out_dir)
     for folder in (out_dir, *out_dir.parents):
         if folder.exists() and not folder.is_dir():
             raise NotebookError(f"--out {out_dir}: {folder} is a file, not a folder. "
                                 "Fix: pass a folder name (it is created if missing), e.g. --out site.")
+    if out_dir.is_dir() and not _is_site(out_dir):
+        raise NotebookError(f"--out {out_dir}: the folder exists and holds other files than an HTML edition, which "
+                            "the export would replace. Fix: pass a new folder (e.g. --out site), or empty this one.")
+    for folder in Path(out_dir).absolute().parents:
         if folder.exists():
             return folder
     return Path.cwd()
 
 
-def _pages(notebooks: list[Path]) -> dict[Path, object]:
-    """Every notebook read, or ``NotebookError`` naming each one that cannot be (one line each)."""
-    read, errors = {}, []
+def _pages(notebooks: list[Path], working_tree: bool = False) -> tuple[dict[Path, object], list[Path]]:
+    """Every notebook read as git holds it (``working_tree``: the files), and those whose file differs from that.
+
+    Raises ``NotebookError`` naming each one that cannot be read (one line each), or two that would be one page.
+    """
+    read, errors, edited, pages = {}, [], [], {}
     for path in notebooks:
+        page = offline_page.site_path(repo_path(path))
+        if page in pages:
+            errors.append(f"{shown(path)}: would be the same page ({page}) as {shown(pages[page])}. "
+                          "Fix: export one of them, or rename it.")
+            continue
+        pages[page] = path
         try:
-            read[path] = read_notebook(path)
+            held = stored_text(path, working_tree)
+            read[path] = read_notebook(path, held)
+            if held is not None and path.is_file() and held != path.read_text(encoding="utf-8", errors="replace"):
+                edited.append(path)
         except NotebookError as e:
             errors.append(str(e))
+        except OSError as e:
+            errors.append(f"{shown(path)}: cannot be read ({e.strerror or e}).")
     if errors:
         raise NotebookError("\n".join(errors))
-    return read
+    return read, edited
 
 
-def export(out_dir: Path, notebooks: list[Path], glossary: Path | None = None) -> list[tuple[str, int]]:
+def _swap_in(build: Path, out_dir: Path) -> None:
+    """Make the finished site ``build`` be ``out_dir``: one rename, or (when a site is there) the old one set
+    aside, the new one renamed in, the old one deleted. Either site is whole at every moment."""
+    if not out_dir.exists():
+        out_dir.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(build, out_dir)
+        return
+    os.chmod(build, out_dir.stat().st_mode & 0o7777)  # keep the folder's permissions (e.g. a web server's)
+    aside = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}.old-"))
+    try:
+        os.replace(out_dir, aside / "site")
+    except BaseException:
+        aside.rmdir()
+        raise
+    try:
+        os.replace(build, out_dir)
+    except BaseException:
+        os.replace(aside / "site", out_dir)  # put the old site back: nothing half-updated
+        aside.rmdir()
+        raise
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def export(out_dir: Path, notebooks: list[Path], glossary: Path | None = None,
+           working_tree: bool = False) -> list[tuple[str, int]]:
     """Write one page per notebook, ``index.html``, ``plotly.min.js`` and ``glossary.html`` into ``out_dir``.
 
     Chinese-edition notebooks (``notebooks/zh/``) go to ``out_dir/zh/`` with their own index and glossary
     (``docs/GLOSSARY.zh.md``); each index links to the other language. ``glossary`` is the English glossary
     file (default: ``docs/GLOSSARY.md`` of the course the first notebook belongs to; skipped if absent).
+    A tracked notebook is read as git holds it (as ``notebook_tools check`` reads it), so a notebook opened
+    and autosaved in JupyterLab exports as committed; ``working_tree=True`` reads the files.
+    The site is built beside ``out_dir`` and then replaces it whole (an older export there is removed).
     Returns (page path without ``.html``, e.g. ``zh/01_tokens``, number of figures) per notebook.
     """
-    from nbconvert import HTMLExporter
+    return _export(out_dir, notebooks, glossary, working_tree)[0]
 
-    existing = check_out_dir(Path(out_dir))
+
+def _export(out_dir, notebooks, glossary=None, working_tree=False) -> tuple[list[tuple[str, int]], list[Path]]:
+    beside = check_out_dir(Path(out_dir))
     out_dir = Path(out_dir).absolute()
-    books = _pages(notebooks)
-    exporter = HTMLExporter(template_name="lab")
+    books, edited = _pages(notebooks, working_tree)
+    exporter = html_exporter()
     pages = []
     # Build beside --out (same disk, so the final moves are renames); nothing appears there until the end.
-    build = Path(tempfile.mkdtemp(dir=existing, prefix=f".{out_dir.name}.partial-"))
+    build = Path(tempfile.mkdtemp(dir=beside, prefix=f".{out_dir.name}.partial-"))
     try:
+        os.chmod(build, 0o777 & ~_umask())  # mkdtemp's 0700 would hide the site from a web server
+        (build / SITE_MARK).write_text("made by python -m inferlab.tools.export_html; it replaces this folder "
+                                       "whole on the next export\n", encoding="utf-8")
         shutil.copy(plotly_js_path(), build / "plotly.min.js")
         by_lang: dict[str, list[tuple[str, str, int]]] = {"en": [], "zh": []}
         for path, nb in books.items():
             source = repo_path(path)
             lang = "zh" if source.startswith("notebooks/zh/") else "en"
-            title = title_of(nb, path.stem)
-            nb, n_figs = prepare(nb, path.stem, lang)
+            try:
+                title = title_of(nb, path.stem)
+                nb, n_figs = prepare(nb, path.stem, lang)
+                page = _page(exporter, nb, source)
+            except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:  # odd outputs inside
+                raise NotebookError(f"{shown(path)}: cannot be exported, an output is not what a notebook holds "
+                                    f"({type(e).__name__}: {str(e).strip()[:120]}). Fix: restore it "
+                                    f"(git checkout -- {shown(path)}) or re-run it.") from None
             target = build / offline_page.site_path(source)
             target.parent.mkdir(exist_ok=True)
-            target.write_text(_page(exporter, nb, source), encoding="utf-8")
+            target.write_text(page, encoding="utf-8")
             pages.append((source.removeprefix("notebooks/").removesuffix(".ipynb"), n_figs))
             by_lang[lang].append((path.stem, title, n_figs))
         first = Path(notebooks[0]).absolute()
@@ -222,24 +326,28 @@ def export(out_dir: Path, notebooks: list[Path], glossary: Path | None = None) -
             folder = build if lang == "en" else build / "zh"
             folder.mkdir(exist_ok=True)
             (folder / "index.html").write_text(index_page(lang, by_lang[lang], gloss.is_file()), encoding="utf-8")
-        if out_dir.exists():
-            for page in build.iterdir():
-                os.replace(page, out_dir / page.name)
-        else:
-            out_dir.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(build, out_dir)
+        _swap_in(build, out_dir)
     finally:
         shutil.rmtree(build, ignore_errors=True)
-    return pages
+    return pages, edited
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m inferlab.tools.export_html",
                                  description="Export every executed notebook to offline HTML.")
-    ap.add_argument("--out", type=Path, default=None, help="output folder (default: site/ in the course folder)")
+    ap.add_argument("--out", type=Path, default=None,
+                    help="output folder (default: site/ in the course folder); an older export there is replaced")
     ap.add_argument("notebooks", nargs="*", type=Path, help="default: every notebooks/*.ipynb of the course folder")
     ap.add_argument("--root", type=Path, default=None,
                     help="the course folder (default: the nearest folder at or above here holding notebooks/)")
+    ap.add_argument("--working-tree", action="store_true",
+                    help="export the notebook files as they are, not what git holds (e.g. before you git add them)")
     args = ap.parse_args(argv)
     out = args.out
     try:
@@ -248,16 +356,26 @@ def main(argv: list[str] | None = None) -> int:
         notebooks = args.notebooks or notebooks_in(root)
         if not notebooks:
             raise NotebookError(f"{shown(root / 'notebooks')}: holds no .ipynb files.")
-        pages = export(out, notebooks)
+        pages, edited = _export(out, notebooks, working_tree=args.working_tree)
     except NotebookError as e:
         print(e, file=sys.stderr)
         return 1
     except OSError as e:  # e.g. no permission to write beside --out, or the disk is full
-        print(f"--out {out}: cannot write there ({e.strerror or e}). Fix: choose a folder you can write to.",
-              file=sys.stderr)
+        print(f"--out {out}: cannot write there ({e.strerror or e}); nothing was changed. "
+              "Fix: choose a folder you can write to, on a disk with room.", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"--out {out}: interrupted; nothing was changed.", file=sys.stderr)
+        return 130
+    except Exception as e:  # a defect of this tool: still one line, and still nothing half-written
+        print(f"export_html failed ({type(e).__name__}: {str(e).strip()[:200]}); nothing was changed in {out}. "
+              "This is a bug: please report it with the command you ran.", file=sys.stderr)
         return 1
     for stem, n in pages:
         print(f"{out / (stem + '.html')}: {n} figures")
+    if edited:
+        print(f"({len(edited)} notebook(s) differ in your working tree, e.g. opened in JupyterLab: exported as git "
+              "holds them; --working-tree exports the files)")
     print(f"open {out / 'index.html'}")
     return 0
 

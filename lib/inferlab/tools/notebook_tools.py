@@ -4,6 +4,7 @@
     python -m inferlab.tools.notebook_tools execute --all     # both editions, about 10 minutes on 2 cores
     python -m inferlab.tools.notebook_tools check             # every notebook: stored executed, fresh
     python -m inferlab.tools.notebook_tools check --root ../other-clone
+    python -m inferlab.tools.notebook_tools tidy              # store notebooks as JupyterLab saves them
 
 Notebooks are committed executed, on the bundled model with no network, so GitHub and nbviewer show
 them. ``execute`` runs a notebook top to bottom at the full scale (``INFERLAB_SCALE=full`` in its kernel,
@@ -25,7 +26,12 @@ folder; ``check`` prints the folder it checked.
 
 Every failure is one line naming the notebook and the cause, and the exit status is 1; the other
 notebooks are still checked or executed. A notebook is written only after its run succeeded, and
-atomically (a temporary file beside it, then a rename), so an error or Ctrl-C never leaves it half-written.
+atomically (a temporary file beside it, then a rename, keeping its mode), so an error or Ctrl-C never leaves
+it half-written; Ctrl-C stops the kernel at once. A folder that cannot be written is refused before the run.
+
+Notebooks are stored as JupyterLab saves them (``as_jupyterlab_saves``, the installed ``kernelspec()``):
+``execute`` writes them so and ``tidy`` rewrites one without running it, so a learner who opens a notebook
+and saves it (or lets JupyterLab autosave it) changes no byte and can still ``git pull``.
 """
 
 from __future__ import annotations
@@ -37,6 +43,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -121,23 +128,38 @@ def read_notebook(path: Path, text: str | None = None):
     return _parse(path, text)
 
 
+def _first_line(error: BaseException, limit: int = 160) -> str:
+    text = str(error).strip()
+    return (text.splitlines()[0] if text else type(error).__name__)[:limit]
+
+
 def _parse(path: Path, text: str):
     import nbformat
 
+    restore = f"Fix: restore it (git checkout -- {shown(path)})."
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise NotebookError(f"{shown(path)}: is not valid JSON ({e}); the file is truncated or was edited "
-                            f"by hand. Fix: restore it (git checkout -- {shown(path)}).") from None
-    if not isinstance(data, dict) or "cells" not in data:
-        raise NotebookError(f"{shown(path)}: is JSON but not a notebook (no 'cells' list). "
-                            f"Fix: restore it (git checkout -- {shown(path)}).")
+                            f"by hand. {restore}") from None
+    except RecursionError:
+        raise NotebookError(f"{shown(path)}: is JSON nested too deeply to be a notebook. {restore}") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise NotebookError(f"{shown(path)}: is JSON but not a notebook (no 'cells' list). {restore}")
+    invalid: dict = {}
     try:
-        return nbformat.reads(text, as_version=4)
+        nb = nbformat.reads(text, as_version=4, capture_validation_error=invalid)
     except Exception as e:  # nbformat raises ValidationError, TypeError, AttributeError... for malformed cells
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise NotebookError(f"{shown(path)}: is not a valid notebook ({first[:160]}). "
-                            f"Fix: restore it (git checkout -- {shown(path)}).") from None
+        raise NotebookError(f"{shown(path)}: is not a valid notebook ({_first_line(e)}). {restore}") from None
+    if invalid.get("ValidationError") is not None:  # e.g. a string execution_count: nbformat only logs it
+        raise NotebookError(f"{shown(path)}: is not a valid notebook ({_first_line(invalid['ValidationError'])}). "
+                            f"{restore}")
+    # The parts this course reads that nbformat's schema leaves free: each must be what the tools expect.
+    for key in (STAMP_KEY, "widgets"):
+        if key in nb.metadata and not isinstance(nb.metadata[key], dict):
+            raise NotebookError(f"{shown(path)}: metadata.{key} must be an object, got "
+                                f"{type(nb.metadata[key]).__name__}. {restore}")
+    return nb
 
 
 def code_hash(nb) -> str:
@@ -159,6 +181,14 @@ def problems(path: Path, working_tree: bool = False) -> list[str]:
         nb = read_notebook(path, stored_text(path, working_tree))
     except NotebookError as e:
         return [str(e).split(": ", 1)[1]]
+    try:
+        return _problems(nb, path)
+    except Exception as e:  # whatever else is odd in it: one line, and the other notebooks are still checked
+        return [f"cannot be checked ({type(e).__name__}: {_first_line(e)}). "
+                f"Fix: restore it (git checkout -- {shown(path)})."]
+
+
+def _problems(nb, path: Path) -> list[str]:
     out = []
     code = [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
     if any(c.execution_count is None for c in code):
@@ -181,17 +211,82 @@ def problems(path: Path, working_tree: bool = False) -> list[str]:
     return out
 
 
+def as_jupyterlab_saves(value):
+    """A notebook's JSON ``value`` as JupyterLab will save it back: numbers pass through JavaScript, which has one
+    number type, so an integral float (``1.0``, below 1e21) comes back as ``1``.
+
+    Notebooks are stored this way, so a learner who opens one and saves it (or whose JupyterLab autosaves it)
+    changes no byte, and ``git pull`` of an update is not stopped by a notebook that only looks edited.
+    """
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e21:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: as_jupyterlab_saves(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [as_jupyterlab_saves(v) for v in value]
+    return value
+
+
+def kernelspec() -> dict | None:
+    """The ``metadata.kernelspec`` JupyterLab writes when it starts the course's kernel (``python3``, as installed:
+    "Python 3 (ipykernel)"); a notebook stored with another one is rewritten as soon as it is opened."""
+    try:
+        from jupyter_client.kernelspec import KernelSpecManager
+
+        spec = KernelSpecManager().get_kernel_spec("python3")
+    except Exception:  # no kernel installed here: keep what the notebook has
+        return None
+    return {"display_name": spec.display_name, "language": spec.language, "name": "python3"}
+
+
 def _write_atomically(nb, path: Path) -> None:
+    """Write ``nb`` to a temporary file beside ``path``, then rename it over ``path``, keeping ``path``'s mode.
+
+    The file is what JupyterLab would save (``as_jupyterlab_saves``, the installed ``kernelspec()``), in
+    nbformat's layout.
+    """
     import nbformat
 
+    nb = nbformat.from_dict(as_jupyterlab_saves(json.loads(nbformat.writes(nb))))
+    nb.metadata["kernelspec"] = kernelspec() or nb.metadata.get("kernelspec", {})
+    mode = path.stat().st_mode & 0o7777 if path.exists() else 0o666 & ~_umask()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             nbformat.write(nb, f)
+        os.chmod(tmp, mode)  # mkstemp makes 0600: a shared notebook would become readable by its owner only
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _check_writable(path: Path) -> None:
+    """Refuse, before a run of minutes, a notebook whose folder cannot take the new version (read-only, full)."""
+    try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise NotebookError(f"{shown(path)}: not run, its folder cannot be written ({e.strerror or e}). "
+                            "Fix: make the folder writable (or free some disk space), or execute a copy "
+                            "elsewhere.") from None
+
+
+def _stop_kernel(km) -> None:
+    """Kill the kernel at once (Ctrl-C): the cell it is running may take minutes, or ignore interrupts."""
+    try:
+        provisioner = km.provisioner
+        if provisioner is not None and provisioner.process is not None:
+            provisioner.process.kill()
+    except (OSError, AttributeError):
+        pass
 
 
 def _failed_cell(nb, error) -> str:
@@ -200,7 +295,7 @@ def _failed_cell(nb, error) -> str:
         for o in cell.get("outputs", []):
             if o.get("output_type") == "error":
                 return f"cell {i} raised {o.get('ename')}: {o.get('evalue')}"[:240]
-    return f"{type(error).__name__}: {str(error).strip().splitlines()[0] if str(error).strip() else ''}"[:240]
+    return f"{type(error).__name__}: {_first_line(error, 240)}"
 
 
 def execute(path: Path, timeout: int = 900) -> float:
@@ -221,6 +316,7 @@ def execute(path: Path, timeout: int = 900) -> float:
 
     path = Path(path)
     nb = read_notebook(path)
+    _check_writable(path)
     env = {"HF_HUB_OFFLINE": "1", "INFERLAB_MODEL": "bundled", **os.environ, scale.ENV: STORED_SCALE}
     t0 = time.time()
     # IPC sockets instead of TCP ports: several notebooks can execute at once without port races.
@@ -229,14 +325,55 @@ def execute(path: Path, timeout: int = 900) -> float:
                            connection_file=str(Path(tmp) / "kernel.json"))
         client = NotebookClient(nb, km=km, timeout=timeout, kernel_name="python3",
                                 resources={"metadata": {"path": str(path.parent)}}, store_widget_state=True)
+        # nbclient waits on the kernel in a loop that Ctrl-C does not reach: it runs in a thread, and this
+        # thread waits for it in short steps, so KeyboardInterrupt arrives here at once and kills the kernel.
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                client.execute(env=env)
+            except BaseException as e:  # handed to the waiting thread below
+                failed.append(e)
+
+        worker = threading.Thread(target=run, name=f"execute {path.name}", daemon=True)
+        worker.start()
         try:
-            client.execute(env=env)
-        except Exception as e:  # a failing cell, a cell timeout, a dead or missing kernel: all end this notebook
-            raise NotebookError(f"{shown(path)}: not saved, {_failed_cell(nb, e)}. "
-                                f"Fix: run it in JupyterLab to see the whole error.") from None
+            while worker.is_alive():
+                worker.join(0.1)
+        except KeyboardInterrupt:
+            _stop_kernel(km)
+            worker.join(15)
+            raise
+        if failed:  # a failing cell, a cell timeout, a dead or missing kernel: all end this notebook
+            raise NotebookError(f"{shown(path)}: not saved, {_failed_cell(nb, failed[0])}. "
+                                f"Fix: run it in JupyterLab to see the whole error.")
     nb.metadata[STAMP_KEY] = {"code_sha256": code_hash(nb), "model": env["INFERLAB_MODEL"], "scale": STORED_SCALE}
-    _write_atomically(nb, path)
+    try:
+        _write_atomically(nb, path)
+    except OSError as e:  # the disk filled up during the run, or the folder became read-only
+        raise NotebookError(f"{shown(path)}: ran in {time.time() - t0:.0f} s but could not be saved "
+                            f"({e.strerror or e}); the stored notebook is unchanged. Fix: free some disk space "
+                            "(or make the folder writable) and run it again.") from None
     return time.time() - t0
+
+
+def tidy(path: Path) -> bool:
+    """Store ``path`` as JupyterLab would save it (nothing runs, outputs and stamp unchanged); True if it changed."""
+    import nbformat
+
+    path = Path(path)
+    nb = read_notebook(path)
+    before = path.read_text(encoding="utf-8")
+    tidied = nbformat.from_dict(as_jupyterlab_saves(json.loads(before)))
+    tidied.metadata["kernelspec"] = kernelspec() or tidied.metadata.get("kernelspec", {})
+    if nbformat.writes(tidied) + "\n" == before:
+        return False
+    try:
+        _write_atomically(nb, path)
+    except OSError as e:
+        raise NotebookError(f"{shown(path)}: cannot be rewritten ({e.strerror or e}); it is unchanged. "
+                            "Fix: make its folder writable.") from None
+    return True
 
 
 def _positive_int(text: str) -> int:
@@ -247,9 +384,11 @@ def _positive_int(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="command", required=True, metavar="{execute,check}")
+    sub = ap.add_subparsers(dest="command", required=True, metavar="{execute,check,tidy}")
     for name, text in (("execute", "run notebooks at the full scale and store them executed (name them, or --all)"),
-                       ("check", "check stored notebooks are executed, fresh and error-free (default: every one)")):
+                       ("check", "check stored notebooks are executed, fresh and error-free (default: every one)"),
+                       ("tidy", "store notebooks as JupyterLab saves them, running nothing, so opening and saving "
+                                "one changes no byte (default: every one)")):
         p = sub.add_parser(name, help=text, description=text)
         p.add_argument("notebooks", nargs="*", type=Path,
                        help="notebook files (check's default: notebooks/*.ipynb and notebooks/zh/*.ipynb)")
@@ -287,6 +426,16 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     bad = 0
+    if args.command == "tidy":
+        changed = 0
+        for p in paths:
+            try:
+                changed += tidy(p)
+            except NotebookError as e:
+                print(e, file=sys.stderr)
+                bad += 1
+        print(f"tidied {changed} of {len(paths)} notebook(s)" + (f"; {bad} could not be read" if bad else ""))
+        return 1 if bad else 0
     if args.command == "execute":
         for p in paths:
             try:
@@ -297,11 +446,19 @@ def main(argv: list[str] | None = None) -> int:
             except KeyboardInterrupt:
                 print(f"{shown(p)}: interrupted; the stored notebook is unchanged.", file=sys.stderr)
                 return 130
+            except Exception as e:  # e.g. no kernel installed, no room for the kernel's files: still one line
+                print(f"{shown(p)}: not saved, the kernel could not run it ({type(e).__name__}: {_first_line(e)}). "
+                      "Fix: check that ipykernel is installed in this environment (python3 install.py).",
+                      file=sys.stderr, flush=True)
+                bad += 1
         return 1 if bad else 0
     edited = 0
     for p in paths:
         held = stored_text(p, args.working_tree)
-        edited += held is not None and p.is_file() and held != p.read_text(encoding="utf-8", errors="replace")
+        try:
+            edited += held is not None and p.is_file() and held != p.read_text(encoding="utf-8", errors="replace")
+        except OSError:  # unreadable: checked as git holds it all the same
+            edited += 1
         for issue in problems(p, args.working_tree):
             print(f"{shown(p)}: {issue}")
             bad += 1

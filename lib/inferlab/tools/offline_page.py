@@ -37,7 +37,7 @@ _MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?![\s$])([^$\n]+?)(?<![\s\\])\
 _HREF = re.compile(r'href="(?![a-z][a-z0-9+.-]*:|#|/)([^"#]+)(#[^"]*)?"')
 # Where each course file lands in the site (repository path -> site path); notebooks by pattern.
 SITE_FILES = {"docs/GLOSSARY.md": "glossary.html", "docs/GLOSSARY.zh.md": "zh/glossary.html"}
-_NOTEBOOK_PATH = re.compile(r"notebooks/((?:zh/)?[\w.-]+)\.ipynb")
+_NOTEBOOK_PATH = re.compile(r"notebooks/((?:zh/)?[^/]+)\.ipynb")
 _CDN_SCRIPT = re.compile(r"<script\b[^>]*>(?:(?!</script>).)*?(?:cdnjs|mathjax|MathJax)(?:(?!</script>).)*</script>\s*",
                          re.S)
 _CDN_SRC = re.compile(r'<script\b[^>]*\bsrc="https?://[^"]*"[^>]*>\s*</script>\s*')
@@ -98,7 +98,10 @@ def strip_cdn_scripts(page_html: str) -> str:
 
 def widget_state(metadata: dict) -> dict:
     """model id -> {"model_name", "state"} as stored in a notebook's metadata (empty when none was stored)."""
-    return metadata.get("widgets", {}).get(WIDGET_STATE_MIME, {}).get("state", {})
+    widgets = metadata.get("widgets")
+    stored = widgets.get(WIDGET_STATE_MIME) if isinstance(widgets, dict) else None
+    state = stored.get("state") if isinstance(stored, dict) else None
+    return state if isinstance(state, dict) else {}
 
 
 def _models(state: dict, model_id: str) -> Iterator[dict]:

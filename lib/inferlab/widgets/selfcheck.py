@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import html
 import json
+import numbers
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,8 +62,16 @@ def load_questions(notebook: str, folder: Path | None = None) -> list[Question]:
     """The questions of ``notebook`` ("04"), read from ``folder/04.json`` (default: ``questions_dir()``).
 
     A notebook that has English questions but none in the reader's language is an error naming the missing file.
+    ``notebook`` is a name inside the folder, never a path: ``"../../x"`` is refused, so only the course's own
+    question files (or those of ``folder``) are ever read. An integer (4) means "04".
     """
     chosen = questions_dir() if folder is None else Path(folder)
+    if isinstance(notebook, numbers.Integral) and not isinstance(notebook, bool) and 0 <= notebook <= 99:
+        notebook = f"{int(notebook):02d}"
+    if not isinstance(notebook, str) or not re.fullmatch(r"[A-Za-z0-9_-]+", notebook):
+        known = sorted(p.stem for p in chosen.glob("*.json"))
+        raise bad_value("notebook", notebook, tr("one of {known}", known=known),
+                        tr("pass the notebook's two-digit number, e.g. '04'"))
     path = chosen / f"{notebook}.json"
     if not path.is_file():
         english = QUESTIONS_DIR / f"{notebook}.json"
@@ -73,11 +83,16 @@ def load_questions(notebook: str, folder: Path | None = None) -> list[Question]:
         known = sorted(p.stem for p in chosen.glob("*.json"))
         raise bad_value("notebook", notebook, tr("one of {known}", known=known),
                         tr("pass the notebook's two-digit number, e.g. '04'"))
-    raw = json.loads(path.read_text(encoding="utf-8"))
-    return [Question(q["question"], tuple(Choice(c["text"], bool(c.get("correct")), c["why"])
-                                          for c in q.get("choices", [])),
-                     q.get("answer"), q.get("tolerance", 0.0), q.get("unit", ""), q.get("why", ""))
-            for q in raw["questions"]]
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+        return [Question(q["question"], tuple(Choice(c["text"], bool(c.get("correct")), c["why"])
+                                              for c in q.get("choices", [])),
+                         q.get("answer"), q.get("tolerance", 0.0), q.get("unit", ""), q.get("why", ""))
+                for q in raw["questions"]]
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # a hand-made folder's file
+        raise ValueError(tr("{path} is not a self-check file ({error}). Fix: give it the structure of {example}.",
+                            path=path, error=f"{type(e).__name__}: {str(e)[:80]}",
+                            example=QUESTIONS_DIR / "00.json")) from None
 
 
 def grade(question: Question, answer: int | float | str | None) -> tuple[bool | None, str]:
