@@ -56,7 +56,7 @@ def test_weights_that_do_not_fit_the_config(folder, case, match):
     elif case == "config says fewer blocks":
         _config(folder, n_layer=1)
     elif case == "a wider config":
-        _config(folder, n_embd=64)
+        _config(folder, **{_hf.CONFIG_KEYS["d_model"]: 64})
     else:
         _weights(folder, lambda t: {k: torch.full_like(v, float("nan")) if "c_fc.weight" in k else v
                                     for k, v in t.items()})
@@ -69,8 +69,8 @@ def test_weights_that_do_not_fit_the_config(folder, case, match):
     ({"n_layer": -1}, r"n_layer=-1; a GPT-2 needs a whole number from 1"),
     ({"n_layer": 1_000_000}, r"n_layer=1000000; a GPT-2 needs a whole number from 1 to 256"),
     ({"n_head": 0}, "n_head=0"),
-    ({"n_embd": "32"}, "n_embd='32'"),
-    ({"n_head": 3}, "n_head=3, which does not divide n_embd=32"),
+    ({_hf.CONFIG_KEYS["d_model"]: "32"}, "='32'; a GPT-2 needs a whole number"),
+    ({"n_head": 3}, "n_head=3, which does not divide"),
     ({"add_cross_attention": True}, "add_cross_attention=true"),
 ])
 def test_configs_that_cannot_build_a_gpt2_are_refused_before_building(folder, changes, match):
@@ -91,7 +91,7 @@ def test_a_shard_index_pointing_outside_the_folder(folder, tmp_path_factory):
     outside = tmp_path_factory.mktemp("elsewhere")
     shutil.move(folder / "model.safetensors", outside / "model.safetensors")
     (folder / "model-00001-of-00001.safetensors").write_bytes(b"")  # a shard name so the folder looks sharded
-    index = {"metadata": {}, "weight_map": {"transformer.wte.weight": f"../{outside.name}/model.safetensors"}}
+    index = {"metadata": {}, "weight_map": {"some.weight": f"../{outside.name}/model.safetensors"}}
     (folder / "model.safetensors.index.json").write_text(json.dumps(index))
     with pytest.raises(ValueError, match="points outside the model's folder"):
         il.load(folder, verbose=False)

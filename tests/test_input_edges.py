@@ -30,7 +30,8 @@ class _Forwards:
         self.model, self.n = model, 0
 
     def __enter__(self):
-        self.handle = self.model.hf.register_forward_pre_hook(lambda *_: setattr(self, "n", self.n + 1))
+        module = self.model.transformers_module()
+        self.handle = module.register_forward_pre_hook(lambda *_: setattr(self, "n", self.n + 1))
         return self
 
     def __exit__(self, *exc):
@@ -149,8 +150,8 @@ def test_numpy_settings_give_the_same_answer_as_python_numbers(model):
     numpy = il.generate(model, "ROMEO.", np.int64(4), temperature=np.float64(0.8), top_k=np.int32(20),
                         top_p=np.float64(0.9), seed=np.uint64(3), stop_at_eos=False)
     assert numpy.generated_ids == plain.generated_ids and len(plain.generated_ids) == 4
-    assert repr(numpy.settings) == repr(plain.settings)
-    assert json.loads(numpy.to_json())["settings"] == json.loads(plain.to_json())["settings"]  # saved as plain JSON
+    assert numpy.config == plain.config and repr(numpy.config) == repr(plain.config)
+    assert json.loads(numpy.to_json())["config"] == json.loads(plain.to_json())["config"]  # saved as plain JSON
     config = il.SamplingConfig(temperature=np.float32(0.5), top_k=np.int64(5), top_p=np.float32(0.75),
                                seed=np.int64(1))
     assert [type(v) for v in (config.temperature, config.top_k, config.top_p, config.seed)] == [float, int, float, int]

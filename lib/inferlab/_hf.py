@@ -97,6 +97,9 @@ def load_folder(path: Path | str, *, dtype: torch.dtype, device: torch.device,
 # The largest sizes a GPT-2-family config may ask for: gpt2-xl is 48 layers x 25 heads x 1600 wide, 1024 positions.
 # A config far beyond them is a typo or a trap (n_layer: 1000000 would build for hours before failing).
 SIZE_LIMITS = {"n_layer": 256, "n_head": 256, "n_embd": 16384, "n_positions": 131072, "vocab_size": 1_000_000}
+# inferlab's names for a shape (ModelInfo's) -> the keys of a GPT-2 config.json that hold them
+CONFIG_KEYS = {"n_layer": "n_layer", "n_head": "n_head", "d_model": "n_embd", "n_ctx": "n_positions",
+               "vocab_size": "vocab_size"}
 
 
 def config_size_problem(config: dict) -> str | None:
