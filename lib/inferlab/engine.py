@@ -32,7 +32,7 @@ from .generation import GenerationConfig, TextAssembler, TokenEvent, next_text
 from .i18n import tr
 from .models import Model
 from .recorder import DEFAULT_MAX_RECORD_BYTES, Recorder
-from .sampling import GREEDY, SamplingConfig, sample, sample_with_steps
+from .sampling import GREEDY, SamplingConfig, draw, sample_with_steps
 from .timing import clock
 from .tokens import piece_text
 from .trace import Trace
@@ -147,7 +147,7 @@ def _choose(logits: torch.Tensor, config: SamplingConfig, generator, show_work: 
     if show_work:
         step = sample_with_steps(logits, config, generator)
         return step.token_id, step
-    return int(sample(logits, config, generator)), None
+    return int(draw(logits, config, generator)), None
 
 
 def recompute_step(model: Model, sequence) -> torch.Tensor:

@@ -191,6 +191,12 @@ def sample(logits: torch.Tensor, config: SamplingConfig = GREEDY,
         raise bad_value("generator", f"<on {generator.device}>", tr("a generator on the logits' device ({device})",
                                                                     device=logits.device),
                         tr("make it with config.generator(device=logits.device)"))
+    return draw(logits, config, generator)
+
+
+def draw(logits: torch.Tensor, config: SamplingConfig, generator: torch.Generator | None = None) -> torch.Tensor:
+    """``sample`` without its input checks, for the engine's loop: its logits come straight from a model whose
+    weights were checked finite at load, and the checks would cost a tenth of a millisecond every token."""
     if config.greedy:
         return torch.argmax(logits, dim=-1)
     probs = _filter(logits, config).softmax(dim=-1)

@@ -20,7 +20,7 @@ from ..errors import bad_value
 from ..generation import GenerationConfig, TextAssembler, next_text
 from ..i18n import tr
 from ..models import Model
-from ..sampling import SamplingConfig, sample
+from ..sampling import SamplingConfig, draw
 from ..timing import clock
 from ..tokens import piece_text
 from ..trace import Trace
@@ -253,7 +253,7 @@ class FastDecoder:
         # Copied in spirit from engine._loop: the same four moves, on the fast step.
         logits = self.prefill([ids])                                                  # prefill, once
         for index in range(config.max_new_tokens):
-            token = int(sample(logits[0], config.sampling, generator))                # sample
+            token = int(draw(logits[0], config.sampling, generator))                  # sample
             t_emit = clock(device) - t_req                                            # emit
             piece, stop = next_text(self.model, config, text, token, index)
             trace.add_token(token, piece_text(self.model.tokenizer, token), t_emit, piece)
