@@ -155,3 +155,30 @@ def test_streaming_view_hurried_learner_gets_messages(model, prompt, settings, s
 def test_streaming_view_edge_settings_run(model, settings):
     view = wstream.streaming_view(model, "To be", 3, stop_at_eos=False, **settings)
     assert view.error.value == "" and len(view.trace.generated_ids) == 3 and "done" in view.readout.value
+
+
+def test_streaming_box_scrolls_instead_of_spilling_over_its_buttons(model):
+    """ipywidgets 8 knows ``overflow`` only; an ``overflow_y`` was dropped and a long answer covered the buttons."""
+    view = wstream.streaming_view(model, "To be", 3, run=False)
+    assert view.text.layout.overflow == "auto" and view.text.layout.max_height
+
+
+def test_streaming_slider_offers_only_what_fits_after_the_prompt(model):
+    prompt = "To be, or not to be"
+    view = wstream.streaming_view(model, prompt, 10_000, run=False)
+    assert view.tokens.max == model.info.n_ctx - len(model.encode(prompt)) == view.tokens.value
+    view.prompt_box.value = "word " * 100  # a longer prompt leaves less room: the slider follows
+    assert view.tokens.max == model.info.n_ctx - len(model.encode("word " * 100)) == view.tokens.value
+
+
+def test_streaming_button_shows_a_runtime_error_instead_of_raising(model, monkeypatch):
+    view = wstream.streaming_view(model, "To be", 3, run=False)
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(wstream, "stream", out_of_memory)
+    view.button.click()  # the button's callback: an exception here would only reach the kernel's log
+    assert "CUDA out of memory" in view.error.value and not view.button.disabled
+    view.replay_button.click()  # nothing to replay yet: a message, no exception
+    assert "Run again" in view.error.value
