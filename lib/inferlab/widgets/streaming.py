@@ -89,6 +89,8 @@ class StreamingView(w.VBox):
         self.replay_button.add_class("inferlab-stream-replay")
         self.text = w.HTML(value=f'<div style="{_BOX}"></div>', layout=w.Layout(**_SCROLL))
         self.readout = w.HTML()
+        self.text.add_class("inferlab-stream-text")
+        self.readout.add_class("inferlab-stream-readout")
         self.error = error_box()
         self.button.on_click(lambda _: self._safely(self.run))
         self.replay_button.on_click(lambda _: self._safely(lambda: self.replay(self.pace.value)))
