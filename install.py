@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
             note = ("" if not fallback else "   (if the CPU index fails; asks first: PyPI's CUDA build, several GB)"
                     if big_fallback(choice, sys.platform) else "   (if the CPU index fails)")
             print("would run:", " ".join(cmd) + note)
-        print("would run:", " ".join(requirements))
+        print("would run:", " ".join(requirements), f"   (in {HERE})")
         return 0
     for cmd in remove:
         run(cmd)
@@ -215,7 +215,8 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
             print("install: torch could not be installed (see pip's message above). "
                   "Fix: check the network, then run python3 install.py again.", file=sys.stderr)
             return 1
-    return run(requirements).returncode
+    # from the course's folder: requirements.txt installs the library with `-e .`, relative to the working folder
+    return run(requirements, cwd=HERE).returncode
 
 
 if __name__ == "__main__":

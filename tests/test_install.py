@@ -7,6 +7,7 @@ download.pytorch.org); pip itself is replaced by a recorder, so nothing is insta
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -60,6 +61,7 @@ class FakePip:
             out = f"{self.torch_version} {self.cuda or '-'}\n" if ok else ""
             return subprocess.CompletedProcess(cmd, 0 if ok else 1, stdout=out)
         self.commands.append(cmd)
+        self.cwd = kwargs.get("cwd")
         return subprocess.CompletedProcess(cmd, 1 if any(f in cmd for f in self.failing) else 0)
 
 
@@ -192,3 +194,19 @@ def test_runs_with_the_standard_library_only():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "would run:" in result.stdout and "requirements.txt" in result.stdout
+
+
+def test_requirements_install_from_the_course_folder_wherever_it_is_started(no_gpu_linux, monkeypatch, tmp_path):
+    """``-e .`` in requirements.txt is relative to the working folder: a JupyterHub admin runs it from elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    pip = FakePip(torch_version="2.13.0+cpu")
+    assert install.main([], run=pip) == 0
+    assert pip.commands[-1][-2:] == ["-r", str(ROOT / "requirements.txt")] and pip.cwd == ROOT
+
+
+def test_workshop_guide_installs_through_install_py():
+    """The JupyterHub step must pick the server's torch build (install.py), not PyPI's CUDA one via plain pip."""
+    guide = (ROOT / "docs" / "WORKSHOP.md").read_text(encoding="utf-8")
+    blocks = "\n".join(re.findall(r"```bash\n(.*?)```", guide, re.S))
+    assert "pip install -r" not in blocks
+    assert re.search(r"/opt/tljh/user/bin/python \S*install\.py", blocks)
