@@ -40,7 +40,8 @@ def setup_notebook() -> str:
     """Choose how this notebook shows figures; returns the renderer's name. Call it once per notebook.
 
     Sets plotly's default renderer (``INFERLAB_PLOTLY_RENDERER`` overrides; Colab gets ``colab``, everything
-    else ``plotly_mimetype``) and the default template (so figures built without ``base_layout`` match).
+    else ``plotly_mimetype``) and the default template (so figures built without ``base_layout`` match). In a
+    live kernel, a cell still running after 10 s then shows a line counting its seconds (``progress``).
 
     >>> from inferlab import viz                 # doctest: +SKIP
     >>> viz.setup_notebook()                     # doctest: +SKIP
@@ -54,6 +55,9 @@ def setup_notebook() -> str:
         renderer = "plotly_mimetype"
     pio.renderers.default = renderer
     pio.templates.default = TEMPLATE
+    from ..progress import watch_slow_cells
+
+    watch_slow_cells()  # a cell still running after 10 s shows a line counting the seconds (live kernels only)
     return renderer
 
 
