@@ -252,3 +252,17 @@ def test_glossary_terms_are_linked_where_the_course_introduces_them(edition):
         elif link not in first[1]:
             unlinked.append(f"{anchor}: first named in {first[0]} without a link: {first[1][:100]!r}")
     assert not unlinked, unlinked
+
+
+# ------------------------------------------------------------------ Colab
+@pytest.mark.parametrize("path", [f"{e}{n}.ipynb" for e in ("", "zh/") for n in READING_ORDER])
+def test_each_notebook_opens_in_colab_and_installs_the_course_there(path):
+    """A link to this very notebook in Colab (the README's repository), and the cell that installs it there."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    repo, branch = re.search(r"https://colab\.research\.google\.com/github/([^/\s]+/[^/\s]+)/blob/([^/\s]+)/",
+                             readme).groups()
+    cells = json.loads((ROOT / "notebooks" / path).read_text(encoding="utf-8"))["cells"]
+    links = re.findall(r"\]\((https://colab\.research\.google\.com/[^)\s]+)\)", "".join(cells[0]["source"]))
+    assert links == [f"https://colab.research.google.com/github/{repo}/blob/{branch}/notebooks/{path}"], links
+    first_code = "".join(next(c for c in cells if c["cell_type"] == "code")["source"])
+    assert '"google.colab" in sys.modules' in first_code and f"https://github.com/{repo} " in first_code
