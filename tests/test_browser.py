@@ -170,6 +170,13 @@ GLYPH_JS = """(text) => {
   return [...text].every(ch => !boxes.includes(draw(ch)));
 }"""
 CJK = re.compile(r"[\u4e00-\u9fff]")
+# Figures whose title shares pixels with plotly's toolbar (the modebar, shown on hover at the top right).
+TITLE_UNDER_TOOLBAR_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => {
+  const m = p.querySelector('.modebar'), t = p.querySelector('.gtitle');
+  if (!m || !t) return false;
+  const a = m.getBoundingClientRect(), b = t.getBoundingClientRect();
+  return a.width > 0 && b.width > 0 && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+}).map(p => p.querySelector('.gtitle').textContent)"""
 
 
 @pytest.mark.parametrize("name", ["00_start_here.ipynb", "zh/00_start_here.ipynb"], ids=["en", "zh"])
@@ -191,6 +198,9 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
         n_figures = page.locator(".js-plotly-plot").count()
         assert n_figures >= 2, f"only {n_figures} plotly figures rendered"
+        page.wait_for_timeout(500)
+        covered = page.evaluate(TITLE_UNDER_TOOLBAR_JS)
+        assert not covered, f"plotly's toolbar covers these titles: {covered}"
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
         tracebacks = [t for t in errors.all_inner_texts() if re.search(r"Traceback|Error", t)]
         assert not tracebacks, tracebacks
@@ -450,8 +460,22 @@ def test_lines_view_and_ablation_in_jupyterlab(views_page):
         def drawn() -> str:  # the lines figure's SVG paths: widths and positions
             return lines.locator(".js-plotly-plot").first.inner_html()
 
+        # at 1280 px the lines and the heatmap sit side by side
+        svg_box = lines.locator(".inferlab-lines-svg svg").first.bounding_box()
+        map_box = lines.locator(".js-plotly-plot").first.bounding_box()
+        assert svg_box["x"] + svg_box["width"] <= map_box["x"] + 1 and abs(svg_box["y"] - map_box["y"]) < 120, (
+            f"not side by side at 1280 px: lines {svg_box}, heatmap {map_box}")
+        # BertViz's hover: pointing at a token keeps its own lines lit and dims the others
+        token = lines.locator(".inferlab-lines-svg text[class^='lq']").last
+        n = token.get_attribute("class").removeprefix("lq")
+        token.hover()
+        opacity = ("(sel) => [...document.querySelectorAll(sel)].map(e => getComputedStyle(e).strokeOpacity)")
+        own = page.evaluate(opacity, f".inferlab-lines-svg line.q{n}")
+        others = page.evaluate(opacity, f".inferlab-lines-svg line:not(.q{n})")
+        assert own and others and set(own) == {"0.75"} and set(others) == {"0.06"}, (own[:3], others[:3])
+        page.mouse.move(0, 0)
         before = drawn()
-        lines.locator(".inferlab-lines-head select").select_option(index=2)  # "head 1" instead of "every head"
+        lines.locator(".inferlab-lines-head select").select_option(index=2)  # "head 1" instead of head 0
         page.wait_for_function("([sel, old]) => { const f = document.querySelector(sel);"
                                " return f && f.innerHTML !== old; }",
                                arg=[".inferlab-lines-view .js-plotly-plot", before], timeout=30_000)
