@@ -368,6 +368,14 @@ display(wa.ablation_view(lambda hs: heads.ablate(m, ids, hs), lambda i: m.decode
                          m.info.n_head, start=(1, 0)))"""
 
 
+# A figure whose two-line title runs to the right edge, where plotly's toolbar appears on hover (a title of two
+# lines reaches up into the toolbar's band unless it starts below it).
+LONG_TITLE = "A long title that runs to the right edge of its figure, where plotly's toolbar appears"
+TITLE_CELL = f"""import plotly.graph_objects as go
+from inferlab import viz
+viz.setup_notebook()
+fig = viz.base_layout(go.Figure(go.Bar(x=["a", "b"], y=[1, 2])), {LONG_TITLE!r} + "<br><sub>and a second line</sub>")
+fig.update_layout(width=600)"""
 # More new tokens than the stream box shows at once: the box must scroll, not cover its own buttons.
 STREAM_CELL = """from inferlab.widgets.streaming import streaming_view
 streaming_view(m, "To be, or not to be,", max_new_tokens=480, stop_at_eos=False)"""
@@ -382,7 +390,8 @@ def views_page(browser, lab):
     base, token, served = lab
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(VIEWS_03_CELL),
                                          nbformat.v4.new_code_cell(SELF_CHECK_CELL),
-                                         nbformat.v4.new_code_cell(STREAM_CELL)])
+                                         nbformat.v4.new_code_cell(STREAM_CELL),
+                                         nbformat.v4.new_code_cell(TITLE_CELL)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, served / "zz_views.ipynb")
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
@@ -522,3 +531,14 @@ def test_long_stream_leaves_its_buttons_clickable(views_page):
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "stream_long-failure.png"), full_page=True)
         raise
+
+
+def test_a_long_title_stays_clear_of_plotlys_toolbar(views_page):
+    page = views_page
+    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".gtitle", has_text=LONG_TITLE[:30])).first
+    plot.wait_for(timeout=60_000)
+    plot.scroll_into_view_if_needed()
+    plot.hover()  # the toolbar shows on hover
+    page.wait_for_timeout(500)
+    covered = page.evaluate(TITLE_UNDER_TOOLBAR_JS)
+    assert not covered, f"plotly's toolbar covers these titles: {covered}"

@@ -324,4 +324,6 @@ def test_figures_keep_titles_clear_of_the_toolbar_and_make_room_for_tick_labels(
     fig = viz.base_layout(go.Figure(go.Bar(x=["a very long token label"], y=[1])), "A title", x="x")
     title = fig.layout.title
     assert title.yref == "container" and title.yanchor == "top" and title.pad.t >= viz.MODEBAR_PX
-    assert fig.layout.margin.t >= viz.MODEBAR_PX + 40 and fig.layout.xaxis.automargin and fig.layout.yaxis.automargin
+    assert fig.layout.margin.t >= viz.MODEBAR_PX + 28 and fig.layout.xaxis.automargin and fig.layout.yaxis.automargin
+    two = viz.base_layout(go.Figure(), "A title<br><sub>and a second line</sub>")  # it grows upwards: more room
+    assert two.layout.title.pad.t > title.pad.t and two.layout.margin.t > fig.layout.margin.t

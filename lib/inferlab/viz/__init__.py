@@ -31,7 +31,7 @@ TEMPLATE = "plotly_white"
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6",
            "#9D755D", "#BAB0AC")
 RENDERER_ENV = "INFERLAB_PLOTLY_RENDERER"
-MODEBAR_PX = 28  # the height of plotly's toolbar (the modebar), drawn at a figure's top right
+MODEBAR_PX = 36  # pixels from a figure's top to below plotly's toolbar (the modebar, drawn at the top right)
 # plotly.js's own default (the English look stays), then CJK fonts for Chinese text (Linux, macOS, Windows).
 FONT = ('"Open Sans", verdana, arial, "Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Micro Hei", "PingFang SC", '
         '"Microsoft YaHei", sans-serif')
@@ -68,11 +68,14 @@ def base_layout(fig: go.Figure, title: str, x: str | None = None, y: str | None 
 
     The caller passes text already in the reader's language (``tr("...")``).
     """
-    # The title starts below the band where plotly's toolbar appears on hover (it hid long titles' ends), and
-    # the axes make room for their tick labels (long token labels were clipped).
+    # The title starts below the band where plotly's toolbar appears on hover (it hid the end of long or two-line
+    # titles: a title's extra lines grow upwards from where plotly anchors it), and the axes make room for their
+    # tick labels (long token labels were clipped). The padding is in pixels, whatever the figure's height.
+    lines = title.count("<br>")
+    pad = MODEBAR_PX + 12 * lines
     fig.update_layout(template=TEMPLATE, title={"text": title, "yref": "container", "y": 1, "yanchor": "top",
-                                                "pad": {"t": MODEBAR_PX}},
-                      font={"family": FONT}, margin={"l": 60, "r": 20, "t": 60 + MODEBAR_PX, "b": 50})
+                                                "pad": {"t": pad}},
+                      font={"family": FONT}, margin={"l": 60, "r": 20, "t": max(60, pad + 28 + 20 * lines), "b": 50})
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     if x is not None:

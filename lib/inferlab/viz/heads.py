@@ -86,7 +86,7 @@ def lines_figure(patterns: Patterns, layer: int, head: int | None = None, *, que
     fig = base_layout(fig, title + "<br><sub>" + tr("line width = attention weight") + "</sub>",
                       height=max(300, 22 * T + 110))
     fig.update_layout(legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "top", "font": {"size": 11}})
-    return fig.update_layout(width=480, margin={"l": 10, "r": 10, "t": 70, "b": 40 if head is None else 10})
+    return fig.update_layout(width=480, margin={"l": 10, "r": 10, "t": 100, "b": 40 if head is None else 10})
 
 
 def lines_svg(patterns: Patterns, layer: int, head: int | None = None, *, query: int | None = None,
