@@ -4,6 +4,7 @@
     python3 install.py --cpu      # force the CPU build of torch (also: INFERLAB_TORCH=cpu)
     python3 install.py --cuda     # force the CUDA build from PyPI (also: INFERLAB_TORCH=cuda)
     python3 install.py --dry-run  # print the choice and the pip commands, install nothing
+    python3 install.py --pypi-fallback  # if the CPU index fails on Linux, accept PyPI's CUDA build (several GB)
 
 Why: ``torch==2.13.0`` from plain PyPI is the CUDA build on Linux (about 18 nvidia packages, several GB)
 and on Windows the CPU one; a laptop without an NVIDIA GPU needs only the CPU build (about 200 MB) from
@@ -73,10 +74,50 @@ def choose(machine: Machine) -> Choice:
     return Choice("cpu", CPU_INDEX, "no NVIDIA GPU found (no nvidia-smi, no /proc/driver/nvidia)")
 
 
-def installed_torch(run=subprocess.run) -> str | None:
-    """The torch version installed in this Python (``"2.13.0+cpu"``), or None."""
-    probe = run([sys.executable, "-c", "import torch; print(torch.__version__)"], capture_output=True, text=True)
-    return (probe.stdout.strip() or None) if probe.returncode == 0 else None
+@dataclass(frozen=True)
+class Installed:
+    """The torch already in this Python: its version and whether it is a CUDA build."""
+
+    version: str  # "2.13.0+cpu", "2.13.0" (PyPI's Linux wheel: CUDA, no suffix), "2.13.0+cu128"
+    cuda: bool  # torch.version.cuda is set
+
+    @property
+    def build(self) -> str:
+        return "cuda" if self.cuda else "cpu"
+
+
+def installed_torch(run=subprocess.run) -> Installed | None:
+    """The torch installed in this Python, or None."""
+    probe = run([sys.executable, "-c", "import torch; print(torch.__version__, torch.version.cuda or '-')"],
+                capture_output=True, text=True)
+    words = probe.stdout.split() if probe.returncode == 0 else []
+    return Installed(words[0], len(words) > 1 and words[1] != "-") if words else None
+
+
+def keep_installed(have: Installed | None, choice: Choice, explicit: bool) -> tuple[bool, str]:
+    """Whether the present torch stays, and the sentence that says why (empty when there is none).
+
+    The right version stays if its build is the one chosen. A CUDA build is replaced where the CPU build was
+    chosen (a rerun after a fallback, or ``--cpu``); a CPU build on a GPU machine is replaced only on ``--cuda``.
+    """
+    if have is None:
+        return False, ""
+    if have.version.split("+")[0] != TORCH:
+        return False, f"install: torch {have.version} is installed; replacing it with {TORCH}."
+    if choice.build == "pypi" or have.build == choice.build:
+        return True, f"install: torch {have.version} ({have.build} build) is already installed; keeping it."
+    if choice.build == "cpu":
+        return False, (f"install: torch {have.version} is a CUDA build; replacing it with the CPU build. The nvidia-* "
+                       "packages it brought stay installed: `pip uninstall` them to free several GB.")
+    if explicit:
+        return False, f"install: torch {have.version} is a CPU build; replacing it with the CUDA build (--cuda)."
+    return True, (f"install: torch {have.version} is a CPU build on a machine with an NVIDIA GPU; keeping it. "
+                  "Fix: python3 install.py --cuda to replace it with the CUDA build (several GB).")
+
+
+def big_fallback(choice: Choice, platform: str) -> bool:
+    """Whether falling back from the CPU index to plain PyPI downloads the CUDA build (Linux: several GB)."""
+    return choice.build == "cpu" and platform.startswith("linux")
 
 
 def reachable(url: str, timeout: float = 3.0, connect=socket.create_connection) -> bool:
@@ -98,49 +139,84 @@ def torch_commands(choice: Choice, index_answers: bool = True) -> list[list[str]
     pip = [sys.executable, "-m", "pip", "install", f"torch=={TORCH}"]
     if choice.index_url is None or not index_answers:
         return [pip]
-    return [[*pip, "--index-url", choice.index_url, "--retries", "1"], pip]
+    # "+cpu": an installed CUDA torch of the same version does not satisfy it, so pip replaces it
+    cpu = [sys.executable, "-m", "pip", "install", f"torch=={TORCH}+cpu"]
+    return [[*cpu, "--index-url", choice.index_url, "--retries", "1"], pip]
 
 
-def main(argv: list[str] | None = None, run=subprocess.run, probe=None) -> int:
+def agree_to_fallback(accepted: bool, ask) -> bool:
+    """Consent to PyPI's multi-GB CUDA build: ``--pypi-fallback``, or "y" at the prompt when there is a terminal."""
+    if accepted:
+        return True
+    if ask is None:
+        return False
+    answer = ask(f"install: plain PyPI has only the CUDA build of torch for Linux ({SIZES['cuda']}). "
+                 "Download it instead? [y/N] ")
+    return answer.strip().lower() in ("y", "yes")
+
+
+def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 install.py", description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group()
     group.add_argument("--cpu", action="store_const", const="cpu", dest="build", help="force the CPU build")
     group.add_argument("--cuda", action="store_const", const="cuda", dest="build", help="force the CUDA build")
     ap.add_argument("--dry-run", action="store_true", help="print the choice and commands, install nothing")
+    ap.add_argument("--pypi-fallback", action="store_true",
+                    help="if the CPU index fails on Linux, install PyPI's CUDA build (several GB) without asking")
     ap.add_argument("-q", "--quiet", action="store_true", help="pass -q to pip (the test runner uses it)")
     args = ap.parse_args(argv)
     override = args.build or os.environ.get("INFERLAB_TORCH") or None
     choice = choose(Machine(sys.platform, has_nvidia_gpu(), override))
-    have = installed_torch(run)
+    if ask is None and sys.stdin is not None and sys.stdin.isatty() and not args.dry_run:
+        ask = input
     quiet = ["-q", "--disable-pip-version-check"] if args.quiet else []
     requirements = [sys.executable, "-m", "pip", "install", *quiet, "-r", str(HERE / "requirements.txt")]
-    if have and have.split("+")[0] == TORCH:
-        print(f"install: torch {have} is already installed; keeping it.")
-        torch_steps = []
-    else:
+    have = installed_torch(run)
+    keep, why = keep_installed(have, choice, explicit=override is not None)
+    if why:
+        print(why)
+    torch_steps = []
+    # "torch==2.13.0" is satisfied by an installed 2.13.0+cpu: remove that first so pip fetches the CUDA build
+    same_version_cpu = have is not None and have.version.split("+")[0] == TORCH and have.build == "cpu"
+    remove = [[sys.executable, "-m", "pip", "uninstall", "-y", *quiet[:1], "torch"]] \
+        if not keep and same_version_cpu and choice.build == "cuda" else []
+    if not keep:
         print(f"install: torch {TORCH}, {choice.build} build ({choice.size}): {choice.why}.")
         answers = choice.index_url is None or (probe or reachable)(choice.index_url)
         if not answers:
-            print(f"install: {urlsplit(choice.index_url).hostname} did not answer within 3 s; installing torch from "
-                  "the default index instead (on Linux that is the CUDA build, several GB, unless your pip "
-                  "configuration points elsewhere). Fix: for the CPU build, rerun when it answers.")
+            print(f"install: {urlsplit(choice.index_url).hostname} did not answer within 3 s.")
         torch_steps = [[*cmd, *quiet] for cmd in torch_commands(choice, answers)]
     if args.dry_run:
-        for cmd in [*torch_steps[:1], requirements]:
+        for cmd in remove:
             print("would run:", " ".join(cmd))
+        for cmd in torch_steps:
+            fallback = choice.index_url is not None and "--index-url" not in cmd
+            note = ("" if not fallback else "   (if the CPU index fails; asks first: PyPI's CUDA build, several GB)"
+                    if big_fallback(choice, sys.platform) else "   (if the CPU index fails)")
+            print("would run:", " ".join(cmd) + note)
+        print("would run:", " ".join(requirements), f"   (in {HERE})")
         return 0
+    for cmd in remove:
+        run(cmd)
     for i, cmd in enumerate(torch_steps):
+        fallback = choice.index_url is not None and "--index-url" not in cmd
+        if fallback and big_fallback(choice, sys.platform) and not agree_to_fallback(args.pypi_fallback, ask):
+            print(f"install: not downloading PyPI's CUDA build of torch ({SIZES['cuda']}). Fix: rerun python3 "
+                  f"install.py when {urlsplit(choice.index_url).hostname} answers, or accept the CUDA build with "
+                  "python3 install.py --pypi-fallback (a later python3 install.py --cpu replaces it).", file=sys.stderr)
+            return 1
         if run(cmd).returncode == 0:
             break
         if i + 1 < len(torch_steps):
-            print(f"install: {choice.index_url} did not answer or had no wheel; trying plain PyPI "
-                  "(on Linux that is the CUDA build, several GB).")
+            print(f"install: {choice.index_url} did not answer or had no wheel; plain PyPI is next"
+                  + (" (on Linux that is the CUDA build, several GB)." if big_fallback(choice, sys.platform) else "."))
     else:
         if torch_steps:
             print("install: torch could not be installed (see pip's message above). "
                   "Fix: check the network, then run python3 install.py again.", file=sys.stderr)
             return 1
-    return run(requirements).returncode
+    # from the course's folder: requirements.txt installs the library with `-e .`, relative to the working folder
+    return run(requirements, cwd=HERE).returncode
 
 
 if __name__ == "__main__":

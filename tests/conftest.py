@@ -12,6 +12,8 @@ from pathlib import Path
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported anywhere
 # the notebooks' test scale (inferlab/scale.py) unless the caller chose one; notebook kernels inherit it
 os.environ.setdefault("INFERLAB_SCALE", "test")
+# no live "still running" line under slow notebook cells: nbval compares the outputs as stored
+os.environ.setdefault("INFERLAB_NO_SLOW_NOTE", "1")
 # the fast path remembers its measured layout choice; tests keep theirs out of the learner's ~/.cache
 os.environ.setdefault("INFERLAB_CACHE", tempfile.mkdtemp(prefix="inferlab-test-cache-"))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 
 import pytest
 import torch
@@ -211,7 +212,7 @@ def test_lines_figure_widths_are_the_weights():
         (2, 0), (2, 1), (2, 2)]
     both = vh.lines_figure(three_tokens(heads=2), 0, None)  # every head overlaid, one colour each
     assert len(both.layout.shapes) == 2 * 6 and len({s.line.color for s in both.layout.shapes}) == 2
-    assert list(fig.data[0].text) == ["0 a", "1 ·b", "2 ·c"]
+    assert list(fig.data[0].text) == ["0 'a'", "1 '·b'", "2 '·c'"]  # quoted: a leading space is visible
     with pytest.raises(ValueError, match="head"):
         vh.lines_figure(three_tokens(), 0, 5)
 
@@ -232,10 +233,27 @@ def test_flash_tiles_figure_holds_one_tile():
 def test_lines_view_widget(pat):
     view = wa.lines_view(pat)
     assert "inferlab-lines-view" in view._dom_classes and "inferlab-lines-head" in view.head._dom_classes
-    assert view.head.value == wa.ALL and "every head" in view.figures["lines"].layout.title.text
+    assert view.head.value == 0  # one head to start: every head x every token is a hairball
+    view.head.value = wa.ALL
+    assert "every head" in view.figures["lines"].layout.title.text and "only weights &gt;=" in view.lines.value
     assert "mean of every head" in view.figures["map"].layout.title.text
     view.layer.value, view.head.value, view.query.value = 1, 2, 3
     assert "Layer 1, head 2, token 3 only" in view.figures["lines"].layout.title.text
     assert {s.y0 for s in view.figures["lines"].layout.shapes} == {3}
     assert "Layer 1, head 2" in view.figures["map"].layout.title.text
     assert repr(view) == f"Lines view: {pat.shape[2]} tokens, layer 1, head 2"
+
+
+def test_lines_svg_lights_a_tokens_lines_on_hover_and_quotes_tokens():
+    p = three_tokens()
+    svg = vh.lines_svg(p, 0, 0, min_weight=0.0)
+    lines = re.findall(r'<line class="q(\d+) k(\d+)"[^>]*stroke-width="([\d.]+)"', svg)
+    weights = {(int(q), int(k)): float(wd) for q, k, wd in lines}
+    assert weights == {(q, k): round(vh.MAX_WIDTH * float(p.attention[0, 0, q, k]), 3)
+                       for q in range(3) for k in range(q + 1)}
+    for i in range(3):  # pointing at a token dims every line but its own, on both sides
+        assert f":has(.lq{i}:hover) line:not(.q{i})" in svg and f":has(.rk{i}:hover) line:not(.k{i})" in svg
+    assert f"0 &#x27;{vh.show_token(p.pieces[0])}&#x27;" in svg  # quoted: a space token is visible
+    crowded = vh.lines_svg(three_tokens(heads=2), 0, None)
+    drawn = [float(w) for w in re.findall(r"<title>[^<]*: ([\d.]+)</title>", crowded)]
+    assert drawn and min(drawn) >= vh.CROWDED and "only weights &gt;=" in crowded

@@ -13,12 +13,15 @@ Screenshots go to ``artifacts/browser/``.
 from __future__ import annotations
 
 import os
+import posixpath
 import re
+import shlex
 import shutil
 import socket
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -65,9 +68,17 @@ def browser():
         b.close()
 
 
+def readme_command(readme: str = "README.md") -> list[str]:
+    """The arguments of ``jupyter lab`` in the README's command: how a learner starts the course."""
+    line = next(x for x in (ROOT / readme).read_text(encoding="utf-8").splitlines() if "jupyter lab " in x)
+    return shlex.split(line.split("jupyter lab ", 1)[1])
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
-    """JupyterLab on localhost, serving a scratch copy of the notebooks (running them must not edit ours)."""
+    """JupyterLab on localhost, started the README's way in a scratch copy of the course (running the notebooks
+    must not edit ours): ``jupyter lab notebooks/00_start_here.ipynb`` serves ``notebooks/`` only, so every link
+    and glossary must live there. Yields the URL, the token and the folder it serves."""
     _browser_or_skip()
     root = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "notebooks", root / "notebooks")
@@ -76,10 +87,10 @@ def lab(tmp_path_factory):
            "JUPYTER_RUNTIME_DIR": str(root / "runtime")}
     log = open(root / "lab.log", "w")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
-        [sys.executable, "-m", "jupyter", "lab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
-         f"--ServerApp.token={token}", "--ServerApp.password=", f"--ServerApp.root_dir={root}",
+        [sys.executable, "-m", "jupyter", "lab", *readme_command(), "--no-browser", f"--port={port}",
+         "--ip=127.0.0.1", f"--ServerApp.token={token}", "--ServerApp.password=",
          "--LabApp.expose_app_in_browser=True", "--ServerApp.allow_root=True"],
-        env=env, stdout=log, stderr=subprocess.STDOUT)
+        cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(120):
@@ -90,7 +101,7 @@ def lab(tmp_path_factory):
                 if proc.poll() is not None:
                     raise RuntimeError((root / "lab.log").read_text()[-3000:]) from None
                 time.sleep(0.5)
-        yield base, token, root
+        yield base, token, root / "notebooks"
     finally:
         proc.terminate()
         try:
@@ -121,6 +132,26 @@ def _run_all(page, name: str, timeout_s: float = 240) -> None:
         timeout=int(timeout_s * 1000))
 
 
+def _relative_links(notebook: Path) -> list[str]:
+    """The relative link targets (anchors dropped) in the Markdown cells of ``notebook``."""
+    import nbformat
+
+    cells = [c.source for c in nbformat.read(notebook, as_version=4).cells if c.cell_type == "markdown"]
+    hrefs = [m.group(1) for text in cells for m in re.finditer(r"\]\(([^)\s#]+)[^)]*\)", text)]
+    return sorted({h for h in hrefs if not re.match(r"^[a-z][a-z0-9+.-]*:", h)})
+
+
+def _served(base: str, token: str, path: str) -> bool:
+    """True if the running server has ``path`` (relative to the folder it serves)."""
+    if path.startswith("../"):
+        return False
+    try:
+        with urllib.request.urlopen(f"{base}/api/contents/{urllib.parse.quote(path)}?content=0&token={token}"):
+            return True
+    except OSError:
+        return False
+
+
 def _cut(page, selector: str) -> list[str]:
     """Elements matching ``selector`` whose content is wider than their box and hidden or scrolled, not shown."""
     return page.evaluate(
@@ -139,6 +170,13 @@ GLYPH_JS = """(text) => {
   return [...text].every(ch => !boxes.includes(draw(ch)));
 }"""
 CJK = re.compile(r"[\u4e00-\u9fff]")
+# Figures whose title shares pixels with plotly's toolbar (the modebar, shown on hover at the top right).
+TITLE_UNDER_TOOLBAR_JS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(p => {
+  const m = p.querySelector('.modebar'), t = p.querySelector('.gtitle');
+  if (!m || !t) return false;
+  const a = m.getBoundingClientRect(), b = t.getBoundingClientRect();
+  return a.width > 0 && b.width > 0 && a.left < b.right && b.left < a.right && a.top < b.bottom && b.top < a.bottom;
+}).map(p => p.querySelector('.gtitle').textContent)"""
 
 
 @pytest.mark.parametrize("name", ["00_start_here.ipynb", "zh/00_start_here.ipynb"], ids=["en", "zh"])
@@ -150,12 +188,19 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
     console_errors: list[str] = []
     page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: console_errors.append(str(e)))
-    page.goto(f"{base}/lab/tree/notebooks/{name}?reset&token={token}")  # reset: no other tabs
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")  # reset: no other tabs
     try:
+        # Every relative link of this notebook opens from the folder the README's command serves.
+        dead = [href for href in _relative_links(lab[2] / name)
+                if not _served(base, token, posixpath.normpath(posixpath.join(posixpath.dirname(name), href)))]
+        assert not dead, f"links that are a 404 when started the README's way: {dead}"
         _run_all(page, name)
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
         n_figures = page.locator(".js-plotly-plot").count()
         assert n_figures >= 2, f"only {n_figures} plotly figures rendered"
+        page.wait_for_timeout(500)
+        covered = page.evaluate(TITLE_UNDER_TOOLBAR_JS)
+        assert not covered, f"plotly's toolbar covers these titles: {covered}"
         errors = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
         tracebacks = [t for t in errors.all_inner_texts() if re.search(r"Traceback|Error", t)]
         assert not tracebacks, tracebacks
@@ -323,20 +368,35 @@ display(wa.ablation_view(lambda hs: heads.ablate(m, ids, hs), lambda i: m.decode
                          m.info.n_head, start=(1, 0)))"""
 
 
+# A figure whose two-line title runs to the right edge, where plotly's toolbar appears on hover (a title of two
+# lines reaches up into the toolbar's band unless it starts below it).
+LONG_TITLE = "A long title that runs to the right edge of its figure, where plotly's toolbar appears"
+TITLE_CELL = f"""import plotly.graph_objects as go
+from inferlab import viz
+viz.setup_notebook()
+fig = viz.base_layout(go.Figure(go.Bar(x=["a", "b"], y=[1, 2])), {LONG_TITLE!r} + "<br><sub>and a second line</sub>")
+fig.update_layout(width=600)"""
+# More new tokens than the stream box shows at once: the box must scroll, not cover its own buttons.
+STREAM_CELL = """from inferlab.widgets.streaming import streaming_view
+streaming_view(m, "To be, or not to be,", max_new_tokens=480, stop_at_eos=False)"""
+
+
 @pytest.fixture(scope="module")
 def views_page(browser, lab):
-    """One scratch notebook, run once in JupyterLab for the two tests below (one kernel, not one each): notebook
-    03's lines view and ablation view, and notebook 00's self-check."""
+    """One scratch notebook, run once in JupyterLab for the tests below (one kernel, not one each): notebook
+    03's lines view and ablation view, notebook 00's self-check, and 00's streaming view with a long answer."""
     import nbformat
 
-    base, token, root = lab
+    base, token, served = lab
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(VIEWS_03_CELL),
-                                         nbformat.v4.new_code_cell(SELF_CHECK_CELL)])
+                                         nbformat.v4.new_code_cell(SELF_CHECK_CELL),
+                                         nbformat.v4.new_code_cell(STREAM_CELL),
+                                         nbformat.v4.new_code_cell(TITLE_CELL)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, root / "notebooks" / "zz_views.ipynb")
+    nbformat.write(nb, served / "zz_views.ipynb")
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
-    page.goto(f"{base}/lab/tree/notebooks/zz_views.ipynb?reset&token={token}")  # reset: no other tabs
+    page.goto(f"{base}/lab/tree/zz_views.ipynb?reset&token={token}")  # reset: no other tabs
     try:
         _run_all(page, "zz_views.ipynb", timeout_s=120)
     except Exception:
@@ -409,8 +469,22 @@ def test_lines_view_and_ablation_in_jupyterlab(views_page):
         def drawn() -> str:  # the lines figure's SVG paths: widths and positions
             return lines.locator(".js-plotly-plot").first.inner_html()
 
+        # at 1280 px the lines and the heatmap sit side by side
+        svg_box = lines.locator(".inferlab-lines-svg svg").first.bounding_box()
+        map_box = lines.locator(".js-plotly-plot").first.bounding_box()
+        assert svg_box["x"] + svg_box["width"] <= map_box["x"] + 1 and abs(svg_box["y"] - map_box["y"]) < 120, (
+            f"not side by side at 1280 px: lines {svg_box}, heatmap {map_box}")
+        # BertViz's hover: pointing at a token keeps its own lines lit and dims the others
+        token = lines.locator(".inferlab-lines-svg text[class^='lq']").last
+        n = token.get_attribute("class").removeprefix("lq")
+        token.hover()
+        opacity = ("(sel) => [...document.querySelectorAll(sel)].map(e => getComputedStyle(e).strokeOpacity)")
+        own = page.evaluate(opacity, f".inferlab-lines-svg line.q{n}")
+        others = page.evaluate(opacity, f".inferlab-lines-svg line:not(.q{n})")
+        assert own and others and set(own) == {"0.75"} and set(others) == {"0.06"}, (own[:3], others[:3])
+        page.mouse.move(0, 0)
         before = drawn()
-        lines.locator(".inferlab-lines-head select").select_option(index=2)  # "head 1" instead of "every head"
+        lines.locator(".inferlab-lines-head select").select_option(index=2)  # "head 1" instead of head 0
         page.wait_for_function("([sel, old]) => { const f = document.querySelector(sel);"
                                " return f && f.innerHTML !== old; }",
                                arg=[".inferlab-lines-view .js-plotly-plot", before], timeout=30_000)
@@ -430,3 +504,41 @@ def test_lines_view_and_ablation_in_jupyterlab(views_page):
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "views_03-failure.png"), full_page=True)
         raise
+
+
+def test_long_stream_leaves_its_buttons_clickable(views_page):
+    """480 new tokens overflow the stream box: it scrolls, and Run again and Replay stay on top and clickable."""
+    page = views_page
+    try:
+        readout = page.locator(".inferlab-stream-readout").first
+        readout.wait_for(timeout=60_000)
+        done = "() => /done/.test(document.querySelector('.inferlab-stream-readout').innerText)"
+        page.wait_for_function(done, timeout=120_000)
+        for button in (".inferlab-stream-run", ".inferlab-stream-replay"):
+            hit = page.locator(button).first.evaluate(
+                "(b) => { b.scrollIntoView({block: 'center'}); const r = b.getBoundingClientRect();"
+                " const e = document.elementFromPoint(r.x + r.width / 2, r.y + r.height / 2);"
+                " return b.contains(e); }")
+            assert hit, f"{button} is covered by something else"
+        box = page.locator(".inferlab-stream-text").first
+        sizes = box.evaluate("(e) => [e.scrollHeight, e.clientHeight, getComputedStyle(e).overflowY]")
+        assert sizes[0] > sizes[1] and sizes[2] == "auto", f"the long answer does not scroll in its box: {sizes}"
+        before = readout.inner_text()
+        page.locator(".inferlab-stream-run").first.click(timeout=10_000)  # fails if another element takes the click
+        page.wait_for_function("(old) => { const t = document.querySelector('.inferlab-stream-readout').innerText;"
+                               " return t !== old && /done/.test(t); }", arg=before, timeout=120_000)
+        page.screenshot(path=str(ARTIFACTS / "stream_long.png"), full_page=True)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "stream_long-failure.png"), full_page=True)
+        raise
+
+
+def test_a_long_title_stays_clear_of_plotlys_toolbar(views_page):
+    page = views_page
+    plot = page.locator(".js-plotly-plot").filter(has=page.locator(".gtitle", has_text=LONG_TITLE[:30])).first
+    plot.wait_for(timeout=60_000)
+    plot.scroll_into_view_if_needed()
+    plot.hover()  # the toolbar shows on hover
+    page.wait_for_timeout(500)
+    covered = page.evaluate(TITLE_UNDER_TOOLBAR_JS)
+    assert not covered, f"plotly's toolbar covers these titles: {covered}"

@@ -7,6 +7,7 @@ download.pytorch.org); pip itself is replaced by a recorder, so nothing is insta
 from __future__ import annotations
 
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -50,14 +51,17 @@ def test_nvidia_detection(on_path, proc, expected):
 class FakePip:
     """Stands in for subprocess.run: answers the torch probe, records pip commands, fails the ones asked to."""
 
-    def __init__(self, torch_version: str | None, failing: tuple[str, ...] = ()):
+    def __init__(self, torch_version: str | None, failing: tuple[str, ...] = (), cuda: str | None = None):
         self.torch_version, self.failing, self.commands = torch_version, failing, []
+        self.cuda = cuda or ("12.8" if torch_version and "+cu" in torch_version else None)
 
     def __call__(self, cmd, **kwargs):
-        if "-c" in cmd:
+        if "-c" in cmd:  # the probe prints torch.__version__ and torch.version.cuda
             ok = self.torch_version is not None
-            return subprocess.CompletedProcess(cmd, 0 if ok else 1, stdout=(self.torch_version or "") + "\n")
+            out = f"{self.torch_version} {self.cuda or '-'}\n" if ok else ""
+            return subprocess.CompletedProcess(cmd, 0 if ok else 1, stdout=out)
         self.commands.append(cmd)
+        self.cwd = kwargs.get("cwd")
         return subprocess.CompletedProcess(cmd, 1 if any(f in cmd for f in self.failing) else 0)
 
 
@@ -72,22 +76,43 @@ def no_gpu_linux(monkeypatch):
 def test_cpu_index_first_then_requirements(no_gpu_linux, capsys):
     pip = FakePip(torch_version=None)
     assert install.main([], run=pip) == 0
-    assert pip.commands[0][-5:] == ["torch==2.13.0", "--index-url", CPU, "--retries", "1"]
+    assert pip.commands[0][-5:] == ["torch==2.13.0+cpu", "--index-url", CPU, "--retries", "1"]
     assert pip.commands[1][-2:] == ["-r", str(ROOT / "requirements.txt")] and len(pip.commands) == 2
     assert "cpu build (about 200 MB): no NVIDIA GPU found" in capsys.readouterr().out
 
 
-def test_unreachable_cpu_index_falls_back_to_pypi(no_gpu_linux, capsys):
+def test_failing_cpu_index_asks_before_pypis_cuda_build(no_gpu_linux, capsys):
+    asked = []
     pip = FakePip(torch_version=None, failing=(CPU,))
-    assert install.main([], run=pip) == 0
+    assert install.main([], run=pip, ask=lambda q: asked.append(q) or "n") == 1  # "no": nothing more is installed
+    assert len(asked) == 1 and "CUDA build" in asked[0] and "[y/N]" in asked[0]
+    assert len(pip.commands) == 1 and CPU in pip.commands[0]
+    assert "--pypi-fallback" in capsys.readouterr().err
+    pip = FakePip(torch_version=None, failing=(CPU,))
+    assert install.main([], run=pip, ask=lambda q: "y") == 0
     assert [c[-1] for c in pip.commands] == ["1", "torch==2.13.0", str(ROOT / "requirements.txt")]
-    assert CPU in pip.commands[0]
-    assert "trying plain PyPI" in capsys.readouterr().out
+
+
+def test_without_a_terminal_the_big_fallback_needs_the_flag(no_gpu_linux, capsys, monkeypatch):
+    monkeypatch.setattr(install.sys, "stdin", None)  # nobody to ask (CI, a pipe)
+    pip = FakePip(torch_version=None, failing=(CPU,))
+    assert install.main([], run=pip) == 1 and len(pip.commands) == 1
+    pip = FakePip(torch_version=None, failing=(CPU,))
+    assert install.main(["--pypi-fallback"], run=pip) == 0
+    assert [c[-1] for c in pip.commands] == ["1", "torch==2.13.0", str(ROOT / "requirements.txt")]
+    assert "plain PyPI is next (on Linux that is the CUDA build" in capsys.readouterr().out
+
+
+def test_windows_falls_back_to_pypis_cpu_wheel_without_asking(no_gpu_linux, monkeypatch):
+    monkeypatch.setattr(install.sys, "platform", "win32")
+    pip = FakePip(torch_version=None, failing=(CPU,))
+    assert install.main([], run=pip, ask=lambda q: pytest.fail("asked on Windows")) == 0
+    assert pip.commands[1][-1] == "torch==2.13.0"
 
 
 def test_an_index_that_does_not_answer_is_skipped_without_pips_retries(no_gpu_linux, capsys):
     pip = FakePip(torch_version=None)
-    assert install.main([], run=pip, probe=lambda url: False) == 0
+    assert install.main([], run=pip, probe=lambda url: False, ask=lambda q: "y") == 0
     assert [c[-1] for c in pip.commands] == ["torch==2.13.0", str(ROOT / "requirements.txt")]
     assert "download.pytorch.org did not answer within 3 s" in capsys.readouterr().out
 
@@ -112,17 +137,48 @@ def test_reachable_probes_the_indexs_host_and_port():
 
 
 def test_torch_that_cannot_be_installed_stops_before_the_rest(no_gpu_linux, capsys):
-    pip = FakePip(torch_version=None, failing=("torch==2.13.0",))
-    assert install.main([], run=pip) == 1
+    pip = FakePip(torch_version=None, failing=("torch==2.13.0+cpu", "torch==2.13.0"))
+    assert install.main([], run=pip, ask=lambda q: "y") == 1
     assert all("-r" not in c for c in pip.commands)
     assert "torch could not be installed" in capsys.readouterr().err
 
 
-def test_present_torch_is_kept(no_gpu_linux, capsys):
-    pip = FakePip(torch_version="2.13.0+cu128")
-    assert install.main(["--cpu"], run=pip) == 0
+@pytest.mark.parametrize(("version", "cuda", "argv", "gpu"), [
+    ("2.13.0+cpu", None, [], False), ("2.13.0+cpu", None, ["--cpu"], True), ("2.13.0", "12.8", [], True),
+    ("2.13.0+cu128", None, ["--cuda"], False),
+    ("2.13.0+cpu", None, [], True),  # a CPU build on a GPU machine stays unless --cuda says otherwise
+])
+def test_present_torch_of_the_chosen_build_is_kept(no_gpu_linux, monkeypatch, capsys, version, cuda, argv, gpu):
+    monkeypatch.setattr(install, "has_nvidia_gpu", lambda: gpu)
+    pip = FakePip(torch_version=version, cuda=cuda)
+    assert install.main(argv, run=pip) == 0
     assert len(pip.commands) == 1 and "-r" in pip.commands[0]
-    assert "torch 2.13.0+cu128 is already installed" in capsys.readouterr().out
+    assert "keeping it" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("version", "argv"), [("2.13.0", []), ("2.13.0+cu128", ["--cpu"]), ("2.13.0", ["--cpu"])])
+def test_cpu_choice_replaces_a_cuda_build(no_gpu_linux, capsys, version, argv):
+    """PyPI's Linux wheel (``2.13.0``, CUDA inside) left by a fallback, or any CUDA build under --cpu: replaced."""
+    pip = FakePip(torch_version=version, cuda="12.8")
+    assert install.main(argv, run=pip) == 0
+    assert pip.commands[0][-5:] == ["torch==2.13.0+cpu", "--index-url", CPU, "--retries", "1"]
+    assert "replacing it with the CPU build" in capsys.readouterr().out
+
+
+def test_cuda_flag_replaces_a_cpu_build(no_gpu_linux, capsys):
+    pip = FakePip(torch_version="2.13.0+cpu")
+    assert install.main(["--cuda"], run=pip) == 0
+    assert "replacing it with the CUDA build" in capsys.readouterr().out
+    assert pip.commands[0][-3:] == ["uninstall", "-y", "torch"]  # else "torch==2.13.0" is satisfied by +cpu
+    assert pip.commands[1][-1] == "torch==2.13.0" and "--index-url" not in pip.commands[1]
+
+
+def test_dry_run_shows_the_replacement_and_the_asked_fallback(no_gpu_linux, capsys):
+    pip = FakePip(torch_version="2.13.0", cuda="12.8")
+    assert install.main(["--cpu", "--dry-run"], run=pip, ask=lambda q: pytest.fail("a dry run asks nothing")) == 0
+    out = capsys.readouterr().out
+    assert "replacing it with the CPU build" in out and "torch==2.13.0+cpu --index-url" in out
+    assert "asks first: PyPI's CUDA build" in out and pip.commands == []
 
 
 def test_other_torch_version_is_replaced(no_gpu_linux, monkeypatch):
@@ -138,3 +194,19 @@ def test_runs_with_the_standard_library_only():
                             capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert "would run:" in result.stdout and "requirements.txt" in result.stdout
+
+
+def test_requirements_install_from_the_course_folder_wherever_it_is_started(no_gpu_linux, monkeypatch, tmp_path):
+    """``-e .`` in requirements.txt is relative to the working folder: a JupyterHub admin runs it from elsewhere."""
+    monkeypatch.chdir(tmp_path)
+    pip = FakePip(torch_version="2.13.0+cpu")
+    assert install.main([], run=pip) == 0
+    assert pip.commands[-1][-2:] == ["-r", str(ROOT / "requirements.txt")] and pip.cwd == ROOT
+
+
+def test_workshop_guide_installs_through_install_py():
+    """The JupyterHub step must pick the server's torch build (install.py), not PyPI's CUDA one via plain pip."""
+    guide = (ROOT / "docs" / "WORKSHOP.md").read_text(encoding="utf-8")
+    blocks = "\n".join(re.findall(r"```bash\n(.*?)```", guide, re.S))
+    assert "pip install -r" not in blocks
+    assert re.search(r"/opt/tljh/user/bin/python \S*install\.py", blocks)

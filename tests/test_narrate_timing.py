@@ -146,3 +146,13 @@ def test_notebook_modules_load_on_first_use_and_nothing_else_does():
     assert narrate.n05.__name__ == "inferlab.narrate.n05"
     with pytest.raises(AttributeError, match="no attribute 'loudly'"):
         narrate.loudly  # noqa: B018
+
+
+def test_00_never_prints_the_intensity_and_the_ridge_as_the_same_number():
+    """2.94 above a ridge of 2.86 read "2.9 FLOPs per byte ... above the ridge point (2.9 FLOP/B)"."""
+    from inferlab.narrate import n00
+
+    text = n00.per_token(0.01, 20, 0.004, 2.94, 2.86, "gpt2")
+    assert "2.94 FLOPs per byte" in text and "(2.86 FLOP/B)" in text
+    text = n00.per_token(0.01, 20, 0.004, 0.9, 6.7, "gpt2", knee=150)
+    assert "0.9 FLOPs per byte" in text and "(6.7 FLOP/B)" in text  # far apart: one decimal is enough

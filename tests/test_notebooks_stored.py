@@ -45,7 +45,9 @@ def test_notebook_shape(path: Path):
     cells = nb["cells"]
     text = lambda c: "".join(c["source"])  # noqa: E731
     # a title first, after the link to the other language's twin (*[中文版](zh/...)* / *[English version](...)*)
-    first = re.sub(r"^\s*\*\[[^\]]+\]\([^)]+\.ipynb\)\*\s*", "", text(cells[0]))
+    # and the one to this notebook in Colab
+    first = re.sub(r"^\s*\*\[[^\]]+\]\([^)]+\.ipynb\)(?: · \[[^\]]+\]\(https://colab[^)]+\))?\*\s*", "",
+                   text(cells[0]))
     assert cells[0]["cell_type"] == "markdown" and first.startswith("# ")
     markdown = "\n".join(text(c) for c in cells if c["cell_type"] == "markdown")
     assert "<details>" in markdown, "exercises need solutions hidden in <details>"

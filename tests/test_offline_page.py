@@ -35,7 +35,7 @@ def test_prices_and_code_fences_are_not_math():
 
 def test_links_point_to_the_pages_and_keep_anchors():
     page = ('<a href="01_tokens.ipynb">next</a> <a href="./03_attention.ipynb#Induction-heads">x</a> '
-            '<a href="../docs/GLOSSARY.md#kv-cache">KV cache</a> <a href="https://example.org/a.ipynb">ext</a>')
+            '<a href="GLOSSARY.md#kv-cache">KV cache</a> <a href="https://example.org/a.ipynb">ext</a>')
     assert rewrite_links(page) == (
         '<a href="01_tokens.html">next</a> <a href="03_attention.html#Induction-heads">x</a> '
         '<a href="glossary.html#kv-cache">KV cache</a> <a href="https://example.org/a.ipynb">ext</a>')
@@ -110,24 +110,23 @@ def test_collapsed_narration_cells_show_their_output_not_their_template():
 
 def test_links_resolve_from_the_chinese_edition_and_the_glossaries():
     zh = ('<a href="../00_start_here.ipynb#the-two-source-articles">English</a> <a href="05_kv_cache.ipynb">next</a> '
-          '<a href="../../docs/GLOSSARY.zh.md#kv-cache">KV Cache</a> <a href="../../README.zh.md">readme</a>')
+          '<a href="GLOSSARY.md#kv-cache">KV Cache</a> <a href="../../README.zh.md">readme</a>')
     assert rewrite_links(zh, "notebooks/zh/04_prefill_and_decode.ipynb") == (
         '<a href="../00_start_here.html#the-two-source-articles">English</a> <a href="05_kv_cache.html">next</a> '
         '<a href="glossary.html#kv-cache">KV Cache</a> <a href="../../README.zh.md">readme</a>')
     assert rewrite_links('<a href="zh/01_tokens.ipynb">中文版</a>', "notebooks/01_tokens.ipynb") == (
         '<a href="zh/01_tokens.html">中文版</a>')
     # The Chinese glossary (site: zh/glossary.html) links notebooks of its own edition and the English glossary.
-    glossary_zh = rewrite_links('<a href="../notebooks/zh/05_kv_cache.ipynb#a">x</a> <a href="GLOSSARY.md#b">en</a>',
-                                "docs/GLOSSARY.zh.md")
+    glossary_zh = rewrite_links('<a href="05_kv_cache.ipynb#a">x</a> <a href="../GLOSSARY.md#b">en</a>',
+                                "notebooks/zh/GLOSSARY.md")
     assert glossary_zh == '<a href="05_kv_cache.html#a">x</a> <a href="../glossary.html#b">en</a>'
 
 
 def test_the_chinese_edition_gets_its_own_folder_index_and_notes(tmp_path):
     course = tmp_path / "course"
     (course / "notebooks" / "zh").mkdir(parents=True)
-    (course / "docs").mkdir()
-    (course / "docs" / "GLOSSARY.md").write_text("# Glossary\n", encoding="utf-8")
-    (course / "docs" / "GLOSSARY.zh.md").write_text("# 术语表\n", encoding="utf-8")
+    (course / "notebooks" / "GLOSSARY.md").write_text("# Glossary\n", encoding="utf-8")
+    (course / "notebooks" / "zh" / "GLOSSARY.md").write_text("# 术语表\n", encoding="utf-8")
     view = nbformat.v4.new_output("display_data", data={WIDGET: {"model_id": "view"}, "text/plain": "VBox()"})
     paths = []
     for folder, title in ((course / "notebooks", "# 01 · Tokens"), (course / "notebooks" / "zh", "# 01 · Token")):

@@ -299,3 +299,31 @@ def test_narrate_sampling_findings_both_branches():
     assert "One setting" not in n06.variety_against_likelihood("greedy", -1.7, "T=1.5", 1.0, 4, 0.25)
     assert "With seed 3" in n06.stop_token_search(3, 5, 50256, "x", 6, 0.01)
     assert "None of 6 seeds" in n06.stop_token_search(None, 0, 50256, "", 6, 0.000628)
+
+
+def test_playground_redraws_while_dragging_and_shows_clean_numbers():
+    """Sliders send every move (not only the release), the prompt every keystroke; no float residue in a box."""
+    calls = []
+    box = ws.playground(toy_logits(), PIECES, prompt="a", logits_for=lambda p: calls.append(p) or toy_logits())
+    assert all(s.continuous_update for s in box.sliders.values())
+    assert box.controls["prompt"].continuous_update
+    for value in (0.8000000000000002, 0.3 + 0.6, 0.07 * 3):  # what float steps of 0.01 and 0.05 produce
+        box.sliders["top_p"].value = value
+        assert repr(box.controls["top_p"].value) == repr(round(value, 3)), box.controls["top_p"].value
+    box.sliders["temperature"].value = 0.1 + 0.2
+    assert repr(box.controls["temperature"].value) == "0.3"
+    box.controls["prompt"].value = "ab"
+    assert calls == ["ab"] and box.state["model_calls"] == 1
+
+
+def test_figures_keep_titles_clear_of_the_toolbar_and_make_room_for_tick_labels():
+    import plotly.graph_objects as go
+
+    from inferlab import viz
+
+    fig = viz.base_layout(go.Figure(go.Bar(x=["a very long token label"], y=[1])), "A title", x="x")
+    title = fig.layout.title
+    assert title.yref == "container" and title.yanchor == "top" and title.pad.t >= viz.MODEBAR_PX
+    assert fig.layout.margin.t >= viz.MODEBAR_PX + 28 and fig.layout.xaxis.automargin and fig.layout.yaxis.automargin
+    two = viz.base_layout(go.Figure(), "A title<br><sub>and a second line</sub>")  # it grows upwards: more room
+    assert two.layout.title.pad.t > title.pad.t and two.layout.margin.t > fig.layout.margin.t

@@ -76,3 +76,20 @@ def test_stored_view_text_and_static_html():
     assert data["text/plain"] == "Self-check: 4 questions; run the cell to answer them"
     assert data["text/html"].count("<details>") == 4 and 'class="inferlab-static' in data["text/html"]
     assert data["text/html"] == static_html(load_questions("03"), "03")
+
+
+def test_a_wrong_number_gets_a_second_try_before_the_answer():
+    """The first wrong number says too high / too low and keeps the answer back; the second shows it."""
+    q = next(q for q in load_questions("06") if q.numeric)
+    box = self_check("06")
+    question = next(b for b in box.children[1:] if q.text in b.children[0].value)
+    entry, check = question.children[1].children
+    feedback = question.children[2]
+    entry.value = "0.881"
+    check.click()
+    assert "too high" in feedback.value and f"{q.answer:g}" not in feedback.value
+    entry.value = "0.5"
+    check.click()
+    assert f"the answer is {q.answer:g}" in feedback.value
+    assert grade(q, "0.2", reveal=False) == (False, "Not yet: 0.2 is too low. Try once more "
+                                                    "(a second try shows the answer).")

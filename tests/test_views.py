@@ -155,3 +155,56 @@ def test_streaming_view_hurried_learner_gets_messages(model, prompt, settings, s
 def test_streaming_view_edge_settings_run(model, settings):
     view = wstream.streaming_view(model, "To be", 3, stop_at_eos=False, **settings)
     assert view.error.value == "" and len(view.trace.generated_ids) == 3 and "done" in view.readout.value
+
+
+def test_streaming_box_scrolls_instead_of_spilling_over_its_buttons(model):
+    """ipywidgets 8 knows ``overflow`` only; an ``overflow_y`` was dropped and a long answer covered the buttons."""
+    view = wstream.streaming_view(model, "To be", 3, run=False)
+    assert view.text.layout.overflow == "auto" and view.text.layout.max_height
+
+
+def test_streaming_slider_offers_only_what_fits_after_the_prompt(model):
+    prompt = "To be, or not to be"
+    view = wstream.streaming_view(model, prompt, 10_000, run=False)
+    assert view.tokens.max == model.info.n_ctx - len(model.encode(prompt)) == view.tokens.value
+    view.prompt_box.value = "word " * 100  # a longer prompt leaves less room: the slider follows
+    assert view.tokens.max == model.info.n_ctx - len(model.encode("word " * 100)) == view.tokens.value
+
+
+def test_streaming_button_shows_a_runtime_error_instead_of_raising(model, monkeypatch):
+    view = wstream.streaming_view(model, "To be", 3, run=False)
+
+    def out_of_memory(*args, **kwargs):
+        raise RuntimeError("CUDA out of memory")
+
+    monkeypatch.setattr(wstream, "stream", out_of_memory)
+    view.button.click()  # the button's callback: an exception here would only reach the kernel's log
+    assert "CUDA out of memory" in view.error.value and not view.button.disabled
+    view.replay_button.click()  # nothing to replay yet: a message, no exception
+    assert "Run again" in view.error.value
+
+
+# ----------------------------------------------------------------------------- byte tokens name their character
+def test_byte_chips_name_the_character_they_belong_to(model):
+    ids = model.encode("床前明月光，疑")
+    parts = vs.character_parts(model.decode, ids)
+    assert all(c for t, c in parts if "⟨" in t) and {c for _, c in parts} >= {"床", "前", "，", "疑"}
+    assert vs.character_parts(model.decode, ids[:-1])[-1][1] == ""  # cut inside 疑: its bytes stay unnamed
+    assert vs.character_parts(model.decode, ids[1:], context=ids[:1])[0] == (vs.piece(model.decode, ids[1]), "床")
+    fig = vs.repeated_tokens(ids, model.decode)
+    chips = [a.text for a in fig.layout.annotations]
+    assert any("⟨" in c and c.endswith("of 床") for c in chips), chips
+
+
+def test_peek_names_the_character_a_byte_candidate_makes(model):
+    prompt = "床前明月光，"
+    logits, _ = il.prefill(model, model.encode(prompt))
+    begun = wstart.characters_begun(model, prompt, logits[0])
+    byte_candidates = [i for i in torch.topk(logits[0], 8).indices.tolist() if "⟨" in vs.piece(model.decode, i)]
+    assert byte_candidates and sorted(begun) == sorted(byte_candidates)
+    for token_id, chars in begun.items():  # the candidate's bytes are where the character starts
+        raw = bytes(int(h, 16) for h in re.findall(r"⟨(..)⟩", vs.piece(model.decode, token_id)))
+        assert chars.encode("utf-8").startswith(raw) and len(chars) == 1, (token_id, chars)
+    peek = wstart.next_token_peek(logits[0], model.decode, prompt=prompt, begun=begun)
+    listed = peek.children[1].children[0].value
+    assert all(f"→{c}" in html.unescape(listed) for c in begun.values())

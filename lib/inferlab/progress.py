@@ -1,10 +1,14 @@
-"""A progress bar for sweeps that never writes into checked outputs.
+"""Progress that never writes into checked outputs: a bar for sweeps, a line under any slow cell.
 
-In a Jupyter kernel it is an ipywidgets bar (a widget, not text on stderr); elsewhere it is silent.
+In a Jupyter kernel both are ipywidgets (widgets, not text on stderr), closed when done; elsewhere silent.
 """
 
 from __future__ import annotations
 
+import html
+import os
+import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import TypeVar
 
@@ -38,3 +42,59 @@ def progress(items: Iterable[T], description: str = "", total: int | None = None
             bar.value += 1
     finally:
         bar.close()
+
+
+# ----------------------------------------------------------------------------- a line under slow cells
+SLOW_S = 10.0
+QUIET_ENV = "INFERLAB_NO_SLOW_NOTE"  # "1": no line (stored runs and the test suite set it)
+
+
+def _slow_line(seconds: float) -> str:
+    from .i18n import tr
+
+    text = tr("⏳ still running: {s:.0f} s so far (a slow cell; this line goes when it ends)", s=seconds)
+    return f'<span style="color:#555;font-family:sans-serif">{html.escape(text)}</span>'
+
+
+def watch_slow_cells(after_s: float = SLOW_S) -> bool:
+    """In a live Jupyter kernel, a cell still running after ``after_s`` seconds shows a line counting them.
+
+    The line is a widget, closed when the cell ends (like the progress bars, it is never stored). Registered
+    once per kernel (``viz.setup_notebook()`` calls it); returns whether it is on. Off outside a kernel and
+    when ``INFERLAB_NO_SLOW_NOTE=1`` (stored runs and the test suite: their outputs stay as they were).
+    """
+    if os.environ.get(QUIET_ENV) == "1" or not _in_kernel():
+        return False
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    if getattr(shell, "_inferlab_slow_cells", False):
+        return True
+    state: dict = {}
+
+    def tick(stop: threading.Event, started: float) -> None:
+        if stop.wait(after_s):
+            return
+        import ipywidgets as w
+        from IPython.display import display
+
+        line = w.HTML(_slow_line(time.perf_counter() - started))
+        display(line)
+        while not stop.wait(1.0):
+            line.value = _slow_line(time.perf_counter() - started)
+        line.close()
+
+    def pre_run_cell(info=None) -> None:
+        state["stop"] = threading.Event()
+        state["thread"] = threading.Thread(target=tick, args=(state["stop"], time.perf_counter()), daemon=True)
+        state["thread"].start()
+
+    def post_run_cell(result=None) -> None:
+        if "stop" in state:
+            state["stop"].set()
+            state["thread"].join(timeout=2)
+
+    shell.events.register("pre_run_cell", pre_run_cell)
+    shell.events.register("post_run_cell", post_run_cell)
+    shell._inferlab_slow_cells = True
+    return True

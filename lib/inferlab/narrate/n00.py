@@ -62,6 +62,15 @@ def first_token(parts: FirstToken) -> str:
                      per=per, n=p.prompt_tokens, share=p.head_share)
 
 
+def _apart(a: float, b: float) -> tuple[str, str]:
+    """``a`` and ``b`` with as few decimals (1 to 3) as tell them apart: "2.94" and "2.86", never "2.9" twice."""
+    for digits in (1, 2, 3):
+        x, y = f"{a:.{digits}f}", f"{b:.{digits}f}"
+        if x != y:
+            return x, y
+    return x, y
+
+
 def per_token(prefill_s: float, prompt_tokens: int, decode_s: float, prompt_intensity: float, ridge: float,
               model: str, knee: int | None = None) -> str:
     """Per token, prefill against decode, and which side of this machine's ridge this prompt's prefill lies on.
@@ -69,6 +78,7 @@ def per_token(prefill_s: float, prompt_tokens: int, decode_s: float, prompt_inte
     ``knee``: the shortest prompt whose prefill is compute-bound on this machine (``measure.compute_bound_from``).
     """
     cheaper = decode_s / (prefill_s / prompt_tokens)
+    intensity, ridge_text = _apart(prompt_intensity, ridge)
     text = (tr("On {model}, per token, prefill was **{x:.1f}x cheaper** than a decode step. ", model=model, x=cheaper)
             if cheaper > 1 else
             tr("On {model}, per token, prefill was NOT cheaper than a decode step this time (a busy machine can blur "
@@ -76,17 +86,17 @@ def per_token(prefill_s: float, prompt_tokens: int, decode_s: float, prompt_inte
     text += tr("The reason is reuse: a decode step reads every weight to make one token, while prefill reads each "
                "weight once for all the prompt's tokens. Decode is therefore limited by memory (*memory-bound*). ")
     if prompt_intensity >= ridge:
-        return text + tr("This prompt's prefill does {intensity:.1f} FLOPs per byte it reads, above this machine's "
-                         "ridge point ({ridge:.1f} FLOP/B): it is limited by arithmetic (*compute-bound*), as the "
-                         "articles say.", intensity=prompt_intensity, ridge=ridge)
+        return text + tr("This prompt's prefill does {intensity} FLOPs per byte it reads, above this machine's "
+                         "ridge point ({ridge} FLOP/B): it is limited by arithmetic (*compute-bound*), as the "
+                         "articles say.", intensity=intensity, ridge=ridge_text)
     if knee:
         return text + tr("Is prefill *compute-bound*, as the articles say? Only for long enough prompts: this one "
-                         "does {intensity:.1f} FLOPs per byte it reads, below this machine's ridge point ({ridge:.1f} "
+                         "does {intensity} FLOPs per byte it reads, below this machine's ridge point ({ridge} "
                          "FLOP/B), so even its prefill is still limited by memory. By the cost model, prefill turns "
                          "compute-bound here from about **{knee} prompt tokens** on; notebook 04 measures it.",
-                         intensity=prompt_intensity, ridge=ridge, knee=knee)
+                         intensity=intensity, ridge=ridge_text, knee=knee)
     return text + tr("Is prefill *compute-bound*, as the articles say? Only for long enough prompts: this one does "
-                     "{intensity:.1f} FLOPs per byte it reads, below this machine's ridge point ({ridge:.1f} FLOP/B), "
+                     "{intensity} FLOPs per byte it reads, below this machine's ridge point ({ridge} FLOP/B), "
                      "so even its prefill is still limited by memory. By the cost model, prefill turns compute-bound "
                      "here for no prompt that fits the context window; notebook 04 measures it.",
-                     intensity=prompt_intensity, ridge=ridge)
+                     intensity=intensity, ridge=ridge_text)

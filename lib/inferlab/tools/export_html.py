@@ -8,7 +8,7 @@ seconds. Plotly figures are stored as ``application/vnd.plotly.v1+json``; each b
 drawn by the local copy of plotly.js that ships in the ``plotly`` package (written once as
 ``plotly.min.js`` next to the pages). Math is turned into MathML at export time, links between notebooks
 point to the pages, progress bars are dropped and interactive views show a note with the figures they
-held when stored (see ``offline_page``): the pages load nothing from a network. ``docs/GLOSSARY.md``
+held when stored (see ``offline_page``): the pages load nothing from a network. ``notebooks/GLOSSARY.md``
 becomes ``glossary.html``, which the notebooks link to.
 
 The notebooks and the default ``site/`` folder are those of the course folder the command runs in
@@ -130,8 +130,8 @@ def _page(exporter, nb, source: str) -> str:
     return body.replace("<head>", f'<head>\n<script src="{"../" * depth}plotly.min.js"></script>', 1)
 
 
-def glossary_page(exporter, glossary: Path, source: str = "docs/GLOSSARY.md") -> str:
-    """A glossary (``docs/GLOSSARY.md`` or its Chinese twin) as a page styled like the notebooks."""
+def glossary_page(exporter, glossary: Path, source: str = "notebooks/GLOSSARY.md") -> str:
+    """A glossary (``notebooks/GLOSSARY.md`` or its Chinese twin) as a page styled like the notebooks."""
     import nbformat
 
     text = glossary.read_text(encoding="utf-8")
@@ -272,8 +272,9 @@ def export(out_dir: Path, notebooks: list[Path], glossary: Path | None = None,
     """Write one page per notebook, ``index.html``, ``plotly.min.js`` and ``glossary.html`` into ``out_dir``.
 
     Chinese-edition notebooks (``notebooks/zh/``) go to ``out_dir/zh/`` with their own index and glossary
-    (``docs/GLOSSARY.zh.md``); each index links to the other language. ``glossary`` is the English glossary
-    file (default: ``docs/GLOSSARY.md`` of the course the first notebook belongs to; skipped if absent).
+    (``notebooks/zh/GLOSSARY.md``); each index links to the other language. ``glossary`` is the English glossary
+    file (default: ``notebooks/GLOSSARY.md`` of the course the first notebook belongs to; skipped if absent; the
+    Chinese one is ``zh/GLOSSARY.md`` beside it).
     A tracked notebook is read as git holds it (as ``notebook_tools check`` reads it), so a notebook opened
     and autosaved in JupyterLab exports as committed; ``working_tree=True`` reads the files.
     The site is built beside ``out_dir`` and then replaces it whole (an older export there is removed).
@@ -314,11 +315,11 @@ def _export(out_dir, notebooks, glossary=None, working_tree=False) -> tuple[list
             by_lang[lang].append((path.stem, title, n_figs))
         first = Path(notebooks[0]).absolute()
         root = first.parents[2] if repo_path(first).startswith("notebooks/zh/") else first.parents[1]
-        docs = Path(glossary).absolute().parent if glossary else root / "docs"
-        for lang, source in (("en", "docs/GLOSSARY.md"), ("zh", "docs/GLOSSARY.zh.md")):
+        english = Path(glossary).absolute() if glossary else root / "notebooks" / "GLOSSARY.md"
+        for lang, source in (("en", "notebooks/GLOSSARY.md"), ("zh", "notebooks/zh/GLOSSARY.md")):
             if lang == "zh" and not by_lang["zh"]:
                 continue
-            gloss = docs / Path(source).name
+            gloss = english if lang == "en" else english.parent / "zh" / "GLOSSARY.md"
             if gloss.is_file():
                 target = build / offline_page.site_path(source)
                 target.parent.mkdir(exist_ok=True)

@@ -317,7 +317,9 @@ def execute(path: Path, timeout: int = 900) -> float:
     path = Path(path)
     nb = read_notebook(path)
     _check_writable(path)
-    env = {"HF_HUB_OFFLINE": "1", "INFERLAB_MODEL": "bundled", **os.environ, scale.ENV: STORED_SCALE}
+    # INFERLAB_NO_SLOW_NOTE: the live "still running" line under slow cells (inferlab.progress) is not stored
+    env = {"HF_HUB_OFFLINE": "1", "INFERLAB_MODEL": "bundled", **os.environ, scale.ENV: STORED_SCALE,
+           "INFERLAB_NO_SLOW_NOTE": "1"}
     t0 = time.time()
     # IPC sockets instead of TCP ports: several notebooks can execute at once without port races.
     with tempfile.TemporaryDirectory(prefix="inferlab-kernel-") as tmp:

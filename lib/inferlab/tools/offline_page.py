@@ -4,9 +4,9 @@ Used by ``export_html``; each function takes plain text or a notebook's JSON par
 
 - Math: ``$...$`` and ``$$...$$`` in Markdown become MathML at export time (``latex2mathml``), which the
   browser draws itself: no MathJax, no script, no network when the page is viewed.
-- Links: ``01_tokens.ipynb#a-heading`` becomes ``01_tokens.html#a-heading``; ``docs/GLOSSARY.md#kv-cache``
+- Links: ``01_tokens.ipynb#a-heading`` becomes ``01_tokens.html#a-heading``; ``GLOSSARY.md#kv-cache``
   becomes ``glossary.html#kv-cache``. The Chinese edition lives in ``zh/`` (``notebooks/zh/*.ipynb`` ->
-  ``zh/*.html``, ``docs/GLOSSARY.zh.md`` -> ``zh/glossary.html``); links are resolved from the page's own
+  ``zh/*.html``, ``zh/GLOSSARY.md`` -> ``zh/glossary.html``); links are resolved from the page's own
   place, so ``../00_start_here.ipynb`` in a Chinese notebook reaches the English page.
 - Widgets: a progress bar is dropped (it teaches nothing once the cell has run); an interactive view
   becomes a note plus the figures it showed when the notebook was stored; a view that carries its own
@@ -36,7 +36,7 @@ _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 _MATH = re.compile(r"\$\$(.+?)\$\$|(?<![\\$\w])\$(?![\s$])([^$\n]+?)(?<![\s\\])\$(?![\w$])", re.S)
 _HREF = re.compile(r'href="(?![a-z][a-z0-9+.-]*:|#|/)([^"#]+)(#[^"]*)?"')
 # Where each course file lands in the site (repository path -> site path); notebooks by pattern.
-SITE_FILES = {"docs/GLOSSARY.md": "glossary.html", "docs/GLOSSARY.zh.md": "zh/glossary.html"}
+SITE_FILES = {"notebooks/GLOSSARY.md": "glossary.html", "notebooks/zh/GLOSSARY.md": "zh/glossary.html"}
 _NOTEBOOK_PATH = re.compile(r"notebooks/((?:zh/)?[^/]+)\.ipynb")
 _CDN_SCRIPT = re.compile(r"<script\b[^>]*>(?:(?!</script>).)*?(?:cdnjs|mathjax|MathJax)(?:(?!</script>).)*</script>\s*",
                          re.S)

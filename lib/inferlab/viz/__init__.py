@@ -31,6 +31,7 @@ TEMPLATE = "plotly_white"
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6",
            "#9D755D", "#BAB0AC")
 RENDERER_ENV = "INFERLAB_PLOTLY_RENDERER"
+MODEBAR_PX = 36  # pixels from a figure's top to below plotly's toolbar (the modebar, drawn at the top right)
 # plotly.js's own default (the English look stays), then CJK fonts for Chinese text (Linux, macOS, Windows).
 FONT = ('"Open Sans", verdana, arial, "Noto Sans CJK SC", "Noto Sans SC", "WenQuanYi Micro Hei", "PingFang SC", '
         '"Microsoft YaHei", sans-serif')
@@ -40,7 +41,8 @@ def setup_notebook() -> str:
     """Choose how this notebook shows figures; returns the renderer's name. Call it once per notebook.
 
     Sets plotly's default renderer (``INFERLAB_PLOTLY_RENDERER`` overrides; Colab gets ``colab``, everything
-    else ``plotly_mimetype``) and the default template (so figures built without ``base_layout`` match).
+    else ``plotly_mimetype``) and the default template (so figures built without ``base_layout`` match). In a
+    live kernel, a cell still running after 10 s then shows a line counting its seconds (``progress``).
 
     >>> from inferlab import viz                 # doctest: +SKIP
     >>> viz.setup_notebook()                     # doctest: +SKIP
@@ -54,6 +56,9 @@ def setup_notebook() -> str:
         renderer = "plotly_mimetype"
     pio.renderers.default = renderer
     pio.templates.default = TEMPLATE
+    from ..progress import watch_slow_cells
+
+    watch_slow_cells()  # a cell still running after 10 s shows a line counting the seconds (live kernels only)
     return renderer
 
 
@@ -63,8 +68,16 @@ def base_layout(fig: go.Figure, title: str, x: str | None = None, y: str | None 
 
     The caller passes text already in the reader's language (``tr("...")``).
     """
-    fig.update_layout(template=TEMPLATE, title=title, font={"family": FONT},
-                      margin={"l": 60, "r": 20, "t": 60, "b": 50})
+    # The title starts below the band where plotly's toolbar appears on hover (it hid the end of long or two-line
+    # titles: a title's extra lines grow upwards from where plotly anchors it), and the axes make room for their
+    # tick labels (long token labels were clipped). The padding is in pixels, whatever the figure's height.
+    lines = title.count("<br>")
+    pad = MODEBAR_PX + 12 * lines
+    fig.update_layout(template=TEMPLATE, title={"text": title, "yref": "container", "y": 1, "yanchor": "top",
+                                                "pad": {"t": pad}},
+                      font={"family": FONT}, margin={"l": 60, "r": 20, "t": max(60, pad + 28 + 20 * lines), "b": 50})
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
     if x is not None:
         fig.update_xaxes(title_text=x)
     if y is not None:

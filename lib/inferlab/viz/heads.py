@@ -6,6 +6,8 @@ Plain data in, a plotly figure out: ``attention.Patterns`` (``[layers, heads, qu
 
 from __future__ import annotations
 
+import html
+import itertools
 import math
 
 import plotly.graph_objects as go
@@ -15,9 +17,16 @@ from plotly.subplots import make_subplots
 from ..attention import Patterns
 from ..heads import Ablation
 from ..i18n import tr
-from . import PALETTE, base_layout, require, show_token
+from . import PALETTE, base_layout, clip, require, show_token
 
 MAX_WIDTH = 8.0  # pixels: the width of a line carrying all of a query's weight
+CROWDED = 0.15  # every head x every token: only weights from here up are drawn (a hairball otherwise)
+_SVG_IDS = itertools.count()
+
+
+def token_label(position: int, piece: str) -> str:
+    """A token as the lines view names it: position and quoted text, ``3 '·be'`` (a space shows as ``·``)."""
+    return f"{position} '{show_token(piece)}'"
 
 
 def line_segments(attention: torch.Tensor, *, query: int | None = None,
@@ -57,7 +66,7 @@ def lines_figure(patterns: Patterns, layer: int, head: int | None = None, *, que
         for q, k, wt in line_segments(patterns.attention[layer, h], query=query, min_weight=min_weight):
             shapes.append({"type": "line", "x0": 0.12, "y0": q, "x1": 0.88, "y1": k, "layer": "below",
                            "line": {"color": color, "width": round(max_width * wt, 3)}})
-    labels = [f"{i} {show_token(p)}" for i, p in enumerate(patterns.pieces)]
+    labels = [token_label(i, p) for i, p in enumerate(patterns.pieces)]
     fig = go.Figure([go.Scatter(x=[0.1] * T, y=list(range(T)), mode="text", text=labels, textposition="middle left",
                                 hovertemplate=tr("%{text} (looking)") + "<extra></extra>", showlegend=False),
                      go.Scatter(x=[0.9] * T, y=list(range(T)), mode="text", text=labels,
@@ -77,7 +86,54 @@ def lines_figure(patterns: Patterns, layer: int, head: int | None = None, *, que
     fig = base_layout(fig, title + "<br><sub>" + tr("line width = attention weight") + "</sub>",
                       height=max(300, 22 * T + 110))
     fig.update_layout(legend={"orientation": "h", "x": 0, "y": 0, "yanchor": "top", "font": {"size": 11}})
-    return fig.update_layout(width=480, margin={"l": 10, "r": 10, "t": 70, "b": 40 if head is None else 10})
+    return fig.update_layout(width=480, margin={"l": 10, "r": 10, "t": 100, "b": 40 if head is None else 10})
+
+
+def lines_svg(patterns: Patterns, layer: int, head: int | None = None, *, query: int | None = None,
+              min_weight: float = 0.02, max_width: float = MAX_WIDTH) -> str:
+    """The lines view as an SVG (HTML) with BertViz's hover: point at a token, only its lines stay lit.
+
+    Left, the tokens looking; right, the tokens looked at; line width = ``max_width`` x weight, one colour
+    per head. Pointing at a left token keeps the lines it sends, at a right token the lines it receives
+    (CSS only: it works in JupyterLab and in a static page alike). Every line has a tooltip with its weight.
+    With every head and every token, weights below ``CROWDED`` are left out, and the caption says so.
+    """
+    fig = lines_figure(patterns, layer, head, query=query, min_weight=min_weight, max_width=max_width)  # checks
+    H, T = patterns.shape[1:3]
+    crowded = head is None and query is None
+    floor = max(min_weight, CROWDED) if crowded else min_weight
+    heads = range(H) if head is None else [head]
+    row, top, width = 22, 16, 380  # narrow, as BertViz's: the heatmap fits beside it at a laptop's width
+    left, right = 135, width - 135
+    uid = f"il-lines-{next(_SVG_IDS)}"
+    labels = [token_label(i, p) for i, p in enumerate(patterns.pieces)]
+    parts, css = [], []
+    for h in heads:
+        color = PALETTE[h % len(PALETTE)]
+        for q, k, wt in line_segments(patterns.attention[layer, h], query=query, min_weight=floor):
+            tip = html.escape(tr("{looking} -> {looked} (head {head}): {weight:.2f}", looking=labels[q],
+                                 looked=labels[k], head=h, weight=wt))
+            parts.append(f'<line class="q{q} k{k}" x1="{left}" y1="{top + row * q}" x2="{right}" '
+                         f'y2="{top + row * k}" stroke="{color}" stroke-opacity="0.75" '
+                         f'stroke-width="{round(max_width * wt, 3)}"><title>{tip}</title></line>')
+    for i, text in enumerate(labels):
+        shown = html.escape(clip(text, 18))
+        parts.append(f'<text class="lq{i}" x="{left - 6}" y="{top + row * i + 4}" text-anchor="end">{shown}</text>')
+        parts.append(f'<text class="rk{i}" x="{right + 6}" y="{top + row * i + 4}">{shown}</text>')
+        css.append(f"#{uid}:has(.lq{i}:hover) line:not(.q{i}), #{uid}:has(.rk{i}:hover) line:not(.k{i})"
+                   "{stroke-opacity:0.06}")
+        css.append(f"#{uid} .lq{i}:hover, #{uid} .rk{i}:hover{{font-weight:bold}}")
+    caption = fig.layout.title.text.split("<br>")[0] + " · " + tr("line width = attention weight")
+    if crowded:
+        caption += " · " + tr("every head x every token: only weights >= {floor:.2f} drawn; pick a head or a token "
+                              "to see all", floor=floor)
+    hint = tr("Point at a token: only its lines stay lit.")
+    height = top + row * T
+    return (f'<div class="inferlab-lines-svg" style="font-family:sans-serif;font-size:13px">'
+            f"<style>#{uid} text{{cursor:default}} {' '.join(css)}</style>"
+            f"<div><b>{html.escape(caption)}</b><br><small>{html.escape(hint)}</small></div>"
+            f'<svg id="{uid}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+            f'style="font-size:12px">{"".join(parts)}</svg></div>')
 
 
 def ablation_figure(ablation: Ablation, pieces: dict[int, str], *, k: int = 8) -> go.Figure:

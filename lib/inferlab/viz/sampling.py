@@ -52,6 +52,58 @@ def piece(decode: Decode, token_id: int) -> str:
     return tokens.piece_text(tokenizer, token_id) if tokenizer is not None else decode([token_id])
 
 
+def _raw_bytes(decode: Decode, token_id: int) -> bytes | None:
+    """The bytes one token stands for, when ``decode`` is a model's (a byte-level vocabulary); else None."""
+    tokenizer = getattr(getattr(decode, "__self__", None), "tokenizer", None)
+    if tokenizer is None:
+        return None
+    try:
+        return tokens.symbol_bytes(tokenizer.convert_ids_to_tokens(int(token_id)))
+    except (KeyError, TypeError):
+        return None
+
+
+def character_parts(decode: Decode, ids: Sequence[int], context: Sequence[int] = ()) -> list[tuple[str, str]]:
+    """(text, character) per token of a sequence: the character is ``""`` unless the token holds part of one.
+
+    The bytes of ``context`` (the ids before, e.g. the prompt) and of the whole sequence tell which character
+    a byte token belongs to; a character left unfinished at the end stays unnamed.
+
+    >>> character_parts(m.decode, m.encode("床前"))   # doctest: +SKIP
+    [('⟨e5⟩⟨ba⟩', '床'), ('⟨8a⟩', '床'), ('前', '')]
+    """
+    ids, context = [int(i) for i in ids], [int(i) for i in context]
+    raws = [_raw_bytes(decode, i) for i in context + ids]
+    texts = [piece(decode, i) for i in ids]
+    if any(r is None for r in raws):
+        return [(t, "") for t in texts]
+    full, start = b"".join(raws), sum(len(r) for r in raws[:len(context)])
+    out = []
+    for text, raw in zip(texts, raws[len(context):]):
+        a, b = start, start + len(raw)
+        start = b
+        if "⟨" not in text:
+            out.append((text, ""))
+            continue
+        while a > 0 and 0x80 <= full[a] < 0xC0:  # back to the first byte of the character
+            a -= 1
+        while b < len(full) and 0x80 <= full[b] < 0xC0:  # on to its last
+            b += 1
+        try:
+            chars = full[a:b].decode("utf-8")
+        except UnicodeDecodeError:  # unfinished (the text ends inside it): the bytes are all there is
+            out.append((text, ""))
+            continue
+        out.append((text, chars))
+    return out
+
+
+def character_pieces(decode: Decode, ids: Sequence[int], context: Sequence[int] = ()) -> list[str]:
+    """Each token's text; a token holding part of a character also names it: ``'⟨e5⟩⟨ba⟩ of 床'`` (as 01's chips)."""
+    return [f"{text} {tr('of {chars}', chars=chars)}" if chars else text
+            for text, chars in character_parts(decode, ids, context)]
+
+
 def _label(decode: Decode, token_id: int) -> str:
     return f"'{show_token(piece(decode, token_id))}' {token_id}"
 
@@ -218,6 +270,8 @@ def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int
         seen.add(g)
     xs = [i % per_row for i in range(len(ids))]
     ys = [i // per_row for i in range(len(ids))]
+    parts = character_parts(decode, ids)  # a byte token names its character, as 01's chips do
+    shown = [f"{t} {tr('of {chars}', chars=c)}" if c else t for t, c in parts]
     fig = go.Figure()
     for flag, color, name in ((False, "#DDE6F0", tr("new")),
                               (True, PALETTE[1], tr("inside a repeated {n}-gram", n=n))):
@@ -225,9 +279,11 @@ def repeated_tokens(ids: Sequence[int], decode: Decode, n: int = 3, per_row: int
         fig.add_trace(go.Scatter(
             x=[xs[i] for i in sel], y=[ys[i] for i in sel], mode="markers+text", name=name,
             marker={"symbol": "square", "size": 30, "color": color},
-            hovertext=[f"#{i}: {piece(decode, ids[i])!r} (id {ids[i]})" for i in sel], hoverinfo="text"))
+            hovertext=[f"#{i}: {shown[i]!r} (id {ids[i]})" for i in sel], hoverinfo="text"))
         for i in sel:  # the text as an annotation with the chip's colour behind it: it widens, never truncates
-            fig.add_annotation(x=xs[i], y=ys[i], text=_chip_text(piece(decode, ids[i])), showarrow=False,
+            text, chars = parts[i]
+            label = _chip_text(text) + (f"<br>{tr('of {chars}', chars=chars)}" if chars else "")
+            fig.add_annotation(x=xs[i], y=ys[i], text=label, showarrow=False,
                                bgcolor=color, font={"size": 11}, borderpad=3)
     fig.update_yaxes(autorange="reversed", showticklabels=False, zeroline=False, showgrid=False)
     fig.update_xaxes(showticklabels=False, zeroline=False, showgrid=False)

@@ -147,6 +147,6 @@ def scoreboard(rows: Sequence[ScoreRow]) -> go.Figure:
                              cells={"values": [[getattr(r, c) for r in rows] for c in cols], "align": "left",
                                     "height": 24}))
     fig.update_layout(title=tr("Scoreboard: every technique on this machine"), font={"family": FONT},
-                      margin={"l": 10, "r": 10, "t": 50, "b": 10},
-                      height=100 + 30 + 24 * len(rows))  # title and margins, header, rows: no empty band below
+                      margin={"l": 10, "r": 10, "t": 64, "b": 10},  # the title sits below the toolbar
+                      height=114 + 30 + 24 * len(rows))  # title and margins, header, rows: no empty band below
     return fig

@@ -165,13 +165,19 @@ class LinesView(_Readable, w.VBox):
         self.figures: dict[str, object] = {}
         self.layer = w.IntSlider(description=tr("layer"), min=0, max=L - 1, continuous_update=False)
         # ALL, not None: a Dropdown whose value is None shows nothing selected
-        self.head = w.Dropdown(description=tr("head"), options=_head_options(H))
+        # one head to start: every head x every token at once is a hairball
+        self.head = w.Dropdown(description=tr("head"), options=_head_options(H), value=0)
         self.query = w.Dropdown(description=tr("token"), options=[(tr("every token"), ALL)] + [
-            (f"{i} {show_token(p)}", i) for i, p in enumerate(patterns.pieces)], layout=w.Layout(width="260px"))
+            (vh.token_label(i, p), i) for i, p in enumerate(patterns.pieces)], layout=w.Layout(width="260px"))
         for control, name in ((self.layer, "layer"), (self.head, "head"), (self.query, "query")):
             control.add_class(f"inferlab-lines-{name}")
-        self.out_lines, self.out_map = w.Output(), w.Output()
-        figures = w.HBox([self.out_lines, self.out_map], layout=w.Layout(flex_flow="row wrap"))  # narrow: stack
+        # the lines as SVG with BertViz's hover (point at a token: its lines stay lit), the heatmap beside them;
+        # both fit side by side at a laptop's width (1280 px), and stack when narrower
+        self.lines = w.HTML(layout=w.Layout(flex="0 0 auto"))
+        self.lines.add_class("inferlab-lines-lines")
+        self.out_map = w.Output(layout=w.Layout(flex="0 1 auto", min_width="0"))
+        self.out_map.add_class("inferlab-lines-map")
+        figures = w.HBox([self.lines, self.out_map], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
         super().__init__([w.HBox([self.layer, self.head, self.query], layout=w.Layout(flex_flow="row wrap")), figures])
         self.add_class("inferlab-lines-view")
         for control in (self.layer, self.head, self.query):
@@ -181,14 +187,15 @@ class LinesView(_Readable, w.VBox):
     def redraw(self) -> None:
         """Draw the lines and the heatmap of the current selection (no model run)."""
         p, layer, head = self.patterns, self.layer.value, _or_none(self.head.value)
-        self.figures["lines"] = vh.lines_figure(p, layer, head, query=_or_none(self.query.value))
+        query = _or_none(self.query.value)
+        self.figures["lines"] = vh.lines_figure(p, layer, head, query=query)
+        self.lines.value = vh.lines_svg(p, layer, head, query=query)
         if head is None:  # the layer's mean pattern, the heatmap twin of every head overlaid
             mean = Patterns(p.ids, p.pieces, p.attention[layer:layer + 1].mean(1, keepdim=True))
             heat = va.pattern_figure(mean, 0, 0, title=tr("Layer {layer}, mean of every head", layer=layer))
         else:
             heat = va.pattern_figure(p, layer, head)
-        self.figures["map"] = heat.update_layout(width=560)
-        show_figure(self.out_lines, self.figures["lines"], tr("lines view"))
+        self.figures["map"] = heat.update_layout(width=min(440, 180 + 22 * p.shape[2]))
         show_figure(self.out_map, self.figures["map"], tr("attention pattern"))
 
     def summary(self) -> str:

@@ -47,12 +47,15 @@ def link_slider(box: w.ValueWidget, slider: w.ValueWidget) -> None:
         finally:
             busy[0] = False
 
+    step = getattr(slider, "step", 1)
+    digits = max(0, -math.floor(math.log10(step))) + 1 if isinstance(step, float) and step > 0 else None
+
     def from_slider(change) -> None:
         if busy[0]:
             return
         busy[0] = True
-        try:
-            box.value = change["new"]
+        try:  # a float slider's steps carry binary residue (0.8000000000000002): the box shows the step's digits
+            box.value = change["new"] if digits is None else round(change["new"], digits)
         finally:
             busy[0] = False
 
@@ -129,7 +132,7 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
         low, high, step = SLIDERS[name]
         slider_kind = w.IntSlider if kind is w.IntText else w.FloatSlider
         sliders[name] = slider_kind(value=min(max(value, low), high), min=low, max=high, step=step, description=label,
-                                    readout=False, continuous_update=False, style=style,
+                                    readout=False, continuous_update=True, style=style,  # redraw while dragging
                                     layout=w.Layout(width="420px"))
         boxes[name] = kind(value=value, step=step, layout=w.Layout(width="90px"))
         link_slider(boxes[name], sliders[name])
@@ -137,9 +140,10 @@ def playground(logits: torch.Tensor, decode: Decode, *, temperature: float = 1.0
     controls = [t_box, k_box, p_box]
     prompt_box = None
     if logits_for is not None:
-        # A text area, not a one-line box: prompts may hold newlines (a speaker's name, then the line).
-        prompt_box = w.Textarea(value=prompt or "", description=tr("prompt (applied when you click outside)"), rows=2,
-                                continuous_update=False, style={"description_width": "initial"},
+        # A text area, not a one-line box: prompts may hold newlines (a speaker's name, then the line). Every
+        # keystroke applies (a prompt runs the model once and is remembered), not only leaving the box.
+        prompt_box = w.Textarea(value=prompt or "", description=tr("prompt"), rows=2,
+                                continuous_update=True, style={"description_width": "initial"},
                                 layout=w.Layout(width="600px"))
     note = w.HTML(value=message(tr("Temperature 0 = greedy (only the most likely token). "
                                    "Filters run in this order: temperature -> top-k -> top-p."), "info"))

@@ -95,10 +95,11 @@ def load_questions(notebook: str, folder: Path | None = None) -> list[Question]:
                             example=QUESTIONS_DIR / "00.json")) from None
 
 
-def grade(question: Question, answer: int | float | str | None) -> tuple[bool | None, str]:
+def grade(question: Question, answer: int | float | str | None, *, reveal: bool = True) -> tuple[bool | None, str]:
     """(right?, what to tell the learner) for ``answer``: a choice's index, or a number (text is parsed).
 
-    ``None`` for "right?" means there was nothing to grade (no choice made, or not a number).
+    ``None`` for "right?" means there was nothing to grade (no choice made, or not a number). A wrong number
+    with ``reveal=False`` (the widget's first try) says only "too high" or "too low", keeping the answer back.
     """
     if question.numeric:
         try:
@@ -107,6 +108,12 @@ def grade(question: Question, answer: int | float | str | None) -> tuple[bool | 
             return None, tr("Type a number first (digits, an optional decimal point).")
         if abs(value - question.answer) <= question.tolerance:
             return True, tr("Right. {why}", why=question.why)
+        if not reveal:
+            if value > question.answer:
+                return False, tr("Not yet: {value:g} is too high. Try once more (a second try shows the answer).",
+                                 value=value)
+            return False, tr("Not yet: {value:g} is too low. Try once more (a second try shows the answer).",
+                             value=value)
         if question.unit:
             return False, tr("Not quite: the answer is {answer:g} {unit}. {why}", answer=question.answer,
                              unit=question.unit, why=question.why)
@@ -148,8 +155,11 @@ def _question_box(number: int, q: Question) -> w.VBox:
     check, feedback = w.Button(description=tr("Check"), layout=w.Layout(width="90px")), w.HTML("")
     check.add_class("inferlab-selfcheck-check")  # a handle for the browser test in every language
 
+    wrong = [0]  # wrong numbers so far: the first one gets a hint, the second the answer
+
     def on_check(_=None):
-        ok, why = grade(q, entry.value)
+        ok, why = grade(q, entry.value, reveal=not q.numeric or wrong[0] >= 1)
+        wrong[0] += ok is False
         feedback.value = message(why, {True: "ok", False: "error", None: "info"}[ok])
 
     check.on_click(on_check)

@@ -18,8 +18,9 @@ import torch
 
 from ..i18n import tr
 from ..sampling import SamplingConfig, filter_stages
+from ..tokens import bytes_to_unicode
 from ..viz import show_token
-from ..viz.sampling import Decode, candidate_bars, piece
+from ..viz.sampling import Decode, candidate_bars, character_parts, piece
 from . import message, show_figure
 
 
@@ -65,7 +66,52 @@ def _candidate(token: str, token_id: int, p: float, p_at_one: float | None) -> s
     return item + "</li>"
 
 
-def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None = None, n: int = 8) -> PeekView:
+_CONTINUES = {symbol for byte, symbol in bytes_to_unicode().items() if 0x80 <= byte < 0xC0}
+
+
+def characters_begun(model, prompt: str, logits: torch.Tensor, n: int = 8, max_tokens: int = 3) -> dict[int, str]:
+    """For each of the top ``n`` candidates that holds only bytes of a character: the character it makes.
+
+    A candidate like ``⟨e5⟩⟨ba⟩`` completes a character the prompt left open, or begins one; then the model
+    continues with its likeliest bytes that go on with a character (at most ``max_tokens`` more tokens, a few
+    forwards) until the character is whole.
+    Pass the result to ``next_token_peek(..., begun=...)`` so its chips name the character, as 01's do.
+    This helper runs the model; the peek itself only draws data.
+
+    >>> characters_begun(m, "床前明月光，", logits[0])   # doctest: +SKIP
+    {163: '疑', ...}
+    """
+    from ..engine import decode_step, prefill  # the view modules never run a model; this helper does
+
+    ids = model.encode(prompt)
+    row = logits.detach().float().cpu()
+    # tokens that go on with a character (their first byte is a continuation byte 10xxxxxx): the only ones
+    # that can finish it, so the likeliest of them is the finish, found in at most 3 steps
+    goes_on = torch.zeros(row.numel(), dtype=torch.bool)
+    for symbol, token_id in model.tokenizer.get_vocab().items():
+        if symbol and symbol[0] in _CONTINUES and token_id < row.numel():
+            goes_on[token_id] = True
+    found = {}
+    for cand in torch.topk(row, min(n, row.numel())).indices.tolist():
+        seq = [cand]
+        text, chars = character_parts(model.decode, seq, context=ids)[0]
+        if "⟨" not in text:
+            continue
+        if not chars:
+            step, cache = prefill(model, [ids + seq])
+            for _ in range(max_tokens):
+                seq.append(int(step[0].float().cpu().masked_fill(~goes_on, float("-inf")).argmax()))
+                chars = character_parts(model.decode, seq, context=ids)[0][1]
+                if chars or len(ids) + len(seq) >= model.info.n_ctx:
+                    break
+                step, cache = decode_step(model, seq[-1], cache)
+        if chars:
+            found[cand] = chars
+    return found
+
+
+def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None = None, n: int = 8,
+                    begun: dict[int, str] | None = None) -> PeekView:
     """A temperature slider over one next-token distribution: a ranked list and a bar chart of the top ``n``.
 
     Args:
@@ -73,6 +119,7 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
         decode: ``m.decode`` or a list/dict id -> text.
         prompt: the text the logits continue (only for the titles).
         n: how many candidates to show.
+        begun: id -> the character a byte candidate makes (from ``characters_begun``): shown as ``⟨e5⟩⟨ba⟩→床``.
 
     The text view has the CSS class ``inferlab-peek`` (a stable handle for the browser test).
     """
@@ -85,9 +132,11 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
     row = logits.detach().float().cpu()
     pieces: dict[int, str] = {}
 
+    begun = dict(begun or {})
+
     def text_of(i: int) -> str:  # decoding is slow next to the arithmetic: remember each piece
         if i not in pieces:
-            pieces[i] = piece(decode, i)
+            pieces[i] = piece(decode, i) + (f"→{begun[i]}" if i in begun else "")
         return pieces[i]
 
     def text_of_ids(ids: list[int]) -> str:  # the decode signature the figure expects
@@ -113,6 +162,10 @@ def next_token_peek(logits: torch.Tensor, decode: Decode, *, prompt: str | None 
                  else tr("temperature {t:.2f}", t=cfg.temperature))
         order = tr("in the model's order; greedy gives the top one 100%")
         note = f"<br><small>{html.escape(order)}</small>" if cfg.greedy else ""
+        if any(i in begun for i, _, _ in rows):
+            arrow = tr("⟨e5⟩⟨ba⟩→床: a token of bytes, and the character it makes with the prompt or with the "
+                       "model's likeliest next bytes")
+            note += f"<br><small>{html.escape(arrow)}</small>"
         text.value = f'<div class="inferlab-peek"><b>{html.escape(label)}</b>{note}<ol>{items}</ol></div>'
         # greedy bars would all be 0 but one: draw the same candidates at temperature 1 instead, in the same order
         shown = row.softmax(-1) if cfg.greedy else probs

@@ -30,8 +30,9 @@ from . import error_box, message
 _BOX = ("font-family:monospace;white-space:pre-wrap;border:1px solid #ddd;border-radius:4px;"
         "padding:8px;min-height:3em")
 # The widget scrolls, not the box inside it: column-reverse anchors the scroll position at the bottom,
-# so the newest text stays visible as the answer grows past the height.
-_SCROLL = {"max_height": "16em", "overflow_y": "auto", "flex_flow": "column-reverse", "width": "95%"}
+# so the newest text stays visible as the answer grows past the height. ipywidgets 8's Layout has
+# ``overflow`` only (an ``overflow_y`` is dropped with a warning, and the text then spills over the buttons).
+_SCROLL = {"max_height": "16em", "overflow": "auto", "flex_flow": "column-reverse", "width": "95%"}
 
 
 def _why_stopped(reason: str) -> str:
@@ -75,8 +76,9 @@ class StreamingView(w.VBox):
         self.stream = None
         self.prompt_box = w.Textarea(value=prompt, description=tr("prompt"), layout=w.Layout(width="95%"))
         self.tokens = w.IntSlider(value=max(1, min(max_new_tokens, model.info.n_ctx - 1)), min=1,
-                                  max=max(1, min(512, model.info.n_ctx - 1)), description=tr("new tokens"),
+                                  max=self._most_new_tokens(prompt), description=tr("new tokens"),
                                   continuous_update=False, style={"description_width": "initial"})
+        self.prompt_box.observe(lambda change: self._fit_slider(change["new"]), names="value")
         self.button = w.Button(description=tr("Run again"), icon="play", button_style="primary")
         self.pace = w.FloatSlider(value=5.0, min=0.5, max=30.0, step=0.5, description=tr("tokens/s"),
                                   continuous_update=False, readout_format=".1f")
@@ -87,11 +89,36 @@ class StreamingView(w.VBox):
         self.replay_button.add_class("inferlab-stream-replay")
         self.text = w.HTML(value=f'<div style="{_BOX}"></div>', layout=w.Layout(**_SCROLL))
         self.readout = w.HTML()
+        self.text.add_class("inferlab-stream-text")
+        self.readout.add_class("inferlab-stream-readout")
         self.error = error_box()
-        self.button.on_click(lambda _: self.run())
-        self.replay_button.on_click(lambda _: self.replay(self.pace.value))
+        self.button.on_click(lambda _: self._safely(self.run))
+        self.replay_button.on_click(lambda _: self._safely(lambda: self.replay(self.pace.value)))
         super().__init__([self.prompt_box, w.HBox([self.tokens, self.button]),
                           w.HBox([self.pace, self.replay_button]), self.error, self.text, self.readout])
+
+    def _most_new_tokens(self, prompt: str) -> int:
+        """The slider's top: what fits in the context after ``prompt`` (at most 512), never below 1."""
+        try:
+            used = len(self.model.encode(prompt))
+        except (ValueError, TypeError):  # a prompt the tokenizer refuses: run() says why
+            used = 1
+        return max(1, min(512, self.model.info.n_ctx - max(used, 1)))
+
+    def _fit_slider(self, prompt: str) -> None:
+        """Keep the slider inside what the context allows for the prompt now in the box."""
+        top = self._most_new_tokens(prompt)
+        if self.tokens.value > top:
+            self.tokens.value = top
+        self.tokens.max = top
+
+    def _safely(self, action) -> None:
+        """Run a button's action; an error it raises is shown in the view (a callback's traceback is lost)."""
+        try:
+            action()
+        except Exception as exc:  # nothing may escape a widget callback unseen
+            self.error.value = message(f"{type(exc).__name__}: {exc}")
+            self.button.disabled = self.replay_button.disabled = False
 
     def _show(self, prompt: str, answer: str) -> None:
         self.text.value = (f'<div style="{_BOX}"><span style="color:#888">{html.escape(prompt)}</span>'
@@ -135,6 +162,8 @@ class StreamingView(w.VBox):
             self.readout.value = _readout(lat.n_tokens, lat.ttft, lat.e2e, True, s.trace.stop_reason)
         except (ValueError, TypeError) as exc:  # bad prompt or settings: say so in the widget
             self.error.value = message(str(exc))
+        except RuntimeError as exc:  # e.g. out of memory on a device: the view says so, the kernel goes on
+            self.error.value = message(f"RuntimeError: {exc}")
         finally:
             self.button.disabled = False
 
