@@ -12,7 +12,6 @@ from inferlab import _hf, heads, hooks
 from inferlab import attention as A
 from inferlab.logit_lens import logit_lens
 from inferlab.narrate import n03
-from inferlab.viz import attention as va
 from inferlab.viz import heads as vh
 from inferlab.viz import show_token
 from inferlab.widgets import attention as wa
@@ -90,11 +89,11 @@ def test_logit_lens_last_stage_is_the_model_output(model, pat):
 
 def test_score_entropy_lens_figures(model, pat):
     scores = heads.head_scores(model, pat, repeat_len=6)
-    assert len(va.head_scores_figure(scores).data) == 3
-    ent = va.entropy_figure(heads.attention_entropy(pat.attention), heads.uniform_entropy(pat.shape[2]))
+    assert len(vh.head_scores_figure(scores).data) == 3
+    ent = vh.entropy_figure(heads.attention_entropy(pat.attention), heads.uniform_entropy(pat.shape[2]))
     assert len(ent.data) == model.info.n_head + 1 and "bits" in ent.layout.yaxis.title.text
     lens = logit_lens(model, pat.residual, pat.ids)
-    fig = va.logit_lens_figure(lens)
+    fig = vh.logit_lens_figure(lens)
     assert list(fig.data[0].y) == lens.layer_names
     assert repr(show_token(lens.top_pieces[-1][0][0])) in fig.data[0].customdata[-1][0]
 

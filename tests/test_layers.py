@@ -157,3 +157,14 @@ def test_internal_names_are_found_in_code_not_in_prose():
     assert internal_names(Path("x.ipynb"), json.dumps(nb)) == [".ln_1", "transformer.h"]
     assert internal_names(Path("x.py"), "cfg.n_embd + model.lm_head") == [".lm_head", "n_embd"]
     assert internal_names(Path("x.py"), "capture(model.hf, kinds); cache.hf") == [".hf"]
+
+
+def test_a_module_over_300_lines_says_why_it_is_one_piece():
+    """Modules fit their names: past 300 lines a module is split along its seams, or its docstring says why not."""
+    def reason(p: Path) -> bool:
+        doc = (ast.get_docstring(ast.parse(p.read_text(encoding="utf-8"))) or "").lower()
+        return "one piece" in doc or "one command-line tool" in doc
+
+    long = [p for p in LIB.rglob("*.py") if len(p.read_text(encoding="utf-8").splitlines()) > 300]
+    silent = [str(p.relative_to(LIB)) for p in long if not reason(p)]
+    assert not silent, f"over 300 lines with no stated reason (split it, or say why it is one piece): {silent}"

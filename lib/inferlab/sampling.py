@@ -8,7 +8,8 @@ The order is Hugging Face's ``generate()``: temperature -> top-k -> top-p, then 
 each filter and a ``Stage`` summary of each (tokens kept, mass removed, entropy). The figures in
 ``inferlab.viz.sampling`` and the playground in ``inferlab.widgets.sampling`` draw its result.
 
-Shapes: ``logits`` is ``[vocab]`` or ``[batch, vocab]``.
+Shapes: ``logits`` is ``[vocab]`` or ``[batch, vocab]``. One piece (over 300 lines) on purpose: the filters, their
+shown work and the checks of their inputs are one idea, read top to bottom in ``generate()``'s order.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The benchmark: ``python -m inferlab.tools.bench``.
+"""The benchmark: ``python -m inferlab.tools.bench`` (one command-line tool, just over 300 lines on purpose).
 
 The benchmark runs, interleaved in one process (variant order rotates every repeat, after a warm-up
 of each): the engine untraced (``inferlab.generate``), the engine recording everything

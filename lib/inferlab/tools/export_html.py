@@ -9,7 +9,8 @@ drawn by the local copy of plotly.js that ships in the ``plotly`` package (writt
 ``plotly.min.js`` next to the pages). Math is turned into MathML at export time, links between notebooks
 point to the pages, progress bars are dropped and interactive views show a note with the figures they
 held when stored (see ``offline_page``): the pages load nothing from a network. ``notebooks/GLOSSARY.md``
-becomes ``glossary.html``, which the notebooks link to.
+becomes ``glossary.html``, which the notebooks link to. One piece (over 300 lines) on purpose: the command, the
+site's layout and its atomic swap; page cleaning lives in ``safe_html`` and page parts in ``offline_page``.
 
 The notebooks and the default ``site/`` folder are those of the course folder the command runs in
 (found as ``notebook_tools check`` finds it); a tracked notebook is read as git holds it, as ``check`` reads

@@ -6,6 +6,9 @@
     python -m inferlab.tools.notebook_tools check --root ../other-clone
     python -m inferlab.tools.notebook_tools tidy              # store notebooks as JupyterLab saves them
 
+One command-line tool (over 300 lines on purpose): its subcommands share how a notebook is read, stamped and
+stored.
+
 Notebooks are committed executed, on the bundled model with no network, so GitHub and nbviewer show
 them. ``execute`` runs a notebook top to bottom at the full scale (``INFERLAB_SCALE=full`` in its kernel,
 whatever this shell says: the stored run is the lesson) and stamps a hash of its code cells and the scale

@@ -1,5 +1,5 @@
-"""Attention figures: one head's pattern, all heads as small multiples, a query row, head scores,
-entropy by layer, the logit lens, prefill vs decode rows, and kernel timings.
+"""Attention figures: one head's pattern, all heads as small multiples, a query row, a layer by hand,
+prefill vs decode rows, and kernel timings (what heads do, and the logit lens: ``viz/heads.py``).
 
 Inputs are recorded data (``attention.Patterns``, ``heads.HeadScores``, ``logit_lens.LogitLens``, ``Trace``, tensors);
 nothing here runs a model. Patterns are ``[layers, heads, query_pos, key_pos]``; rows are queries.
@@ -15,9 +15,7 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..attention import LayerByHand, Patterns
-from ..heads import HeadScores
 from ..i18n import tr
-from ..logit_lens import LogitLens
 from ..measure.kernels import KernelComparison
 from ..trace import Trace
 from . import PALETTE, base_layout, require, show_token
@@ -25,14 +23,14 @@ from . import PALETTE, base_layout, require, show_token
 SCALE = "Blues"
 
 
-def _labels(pieces: Sequence[str], ids: Sequence[int] | None = None, start: int = 0) -> list[str]:
+def axis_labels(pieces: Sequence[str], ids: Sequence[int] | None = None, start: int = 0) -> list[str]:
     """Category labels ``"pos 'piece' (id N)"``, unique thanks to the position (repeated pieces stay apart)."""
     ids = ids if ids is not None else [None] * len(pieces)
     return [f"{start + i} {show_token(p)!r}" + ("" if t is None else f" (id {t})")
             for i, (p, t) in enumerate(zip(pieces, ids))]
 
 
-def _ticks(labels: Sequence[str], max_ticks: int = 40) -> dict:
+def axis_ticks(labels: Sequence[str], max_ticks: int = 40) -> dict:
     """Show ``pos piece`` under the axis (the id only on hover), thinned when there are many tokens."""
     step = max(1, math.ceil(len(labels) / max_ticks))
     vals = list(labels[::step])
@@ -40,7 +38,7 @@ def _ticks(labels: Sequence[str], max_ticks: int = 40) -> dict:
             "type": "category"}
 
 
-def _z(matrix: torch.Tensor, q_start: int | None = None) -> list[list[float | None]]:
+def heat_z(matrix: torch.Tensor, q_start: int | None = None) -> list[list[float | None]]:
     """Plain rounded values (small stored figures); NaN and, with ``q_start``, future keys become blank."""
     m = matrix.detach().float().clone()
     if q_start is not None:
@@ -72,7 +70,7 @@ def _check_head(patterns: Patterns, layer: int, head: int) -> None:
 
 def _heatmap(matrix: torch.Tensor, keys: list[str], queries: list[str], q_start: int = 0, **kw) -> go.Heatmap:
     """One pattern ``[query_pos, key_pos]``; the masked future is left blank."""
-    return go.Heatmap(z=_z(matrix, q_start), x=keys, y=queries, hovertemplate=_hover(), colorscale=SCALE,
+    return go.Heatmap(z=heat_z(matrix, q_start), x=keys, y=queries, hovertemplate=_hover(), colorscale=SCALE,
                       zmin=0, zmax=1, **kw)
 
 
@@ -80,10 +78,10 @@ def pattern_figure(patterns: Patterns, layer: int, head: int, *, title: str | No
     """One head's pattern ``[query_pos, key_pos]`` as a heatmap; hover: query -> key: weight."""
     _check_head(patterns, layer, head)
     T = patterns.shape[2]
-    labels = _labels(patterns.pieces, patterns.ids)
+    labels = axis_labels(patterns.pieces, patterns.ids)
     fig = go.Figure(_heatmap(patterns.attention[layer, head], labels, labels, colorbar={"title": tr("weight")}))
-    fig.update_xaxes(**_ticks(labels), tickangle=-60)
-    fig.update_yaxes(**_ticks(labels), autorange="reversed")
+    fig.update_xaxes(**axis_ticks(labels), tickangle=-60)
+    fig.update_yaxes(**axis_ticks(labels), autorange="reversed")
     return base_layout(fig, title or tr("Layer {layer}, head {head}: who each token looks at ({n} x {n})",
                                         layer=layer, head=head, n=T),
                        tr("key position (the token looked at)"), tr("query position (the token looking)"),
@@ -99,7 +97,7 @@ def pattern_explorer(patterns: Patterns, *, max_cells: int = 200_000) -> go.Figu
         "{heads} heads x {n}x{n} = {cells:,} cells is more than max_cells={max_cells:,} for one figure. "
         "Fix: use a shorter prompt, attention_grid (which downsamples), or the widget (one head at a time).",
         heads=L * H, n=T, cells=cells, max_cells=max_cells))
-    labels = _labels(patterns.pieces, patterns.ids)
+    labels = axis_labels(patterns.pieces, patterns.ids)
     fig = go.Figure([_heatmap(patterns.attention[i // H, i % H], labels, labels, visible=i == 0,
                               colorbar={"title": tr("weight")}) for i in range(L * H)])
 
@@ -111,8 +109,8 @@ def pattern_explorer(patterns: Patterns, *, max_cells: int = 200_000) -> go.Figu
              for i in range(L * H)]
     fig.update_layout(sliders=[{"active": 0, "steps": steps, "currentvalue": {"prefix": tr("showing ")},
                                 "pad": {"t": 90}}])
-    fig.update_xaxes(**_ticks(labels), tickangle=-60)
-    fig.update_yaxes(**_ticks(labels), autorange="reversed")
+    fig.update_xaxes(**axis_ticks(labels), tickangle=-60)
+    fig.update_yaxes(**axis_ticks(labels), autorange="reversed")
     return base_layout(fig, title(0), tr("key position"), tr("query position"),
                        height=max(480, 18 * min(T, 40) + 280))
 
@@ -163,7 +161,7 @@ def attention_grid(patterns: Patterns, *, max_tokens: int = 32, layers: Sequence
                         layer=layer, head=h) if b == 1 else
                      tr("layer {layer}, head {head}<br>query block of {b} positions %{{y}} -> "
                         "key block of {b} positions %{{x}}: %{{z:.3f}}", layer=layer, head=h, b=b))
-            fig.add_trace(go.Heatmap(z=_z(pooled[r, h]), colorscale=SCALE, zmin=0, zmax=1,
+            fig.add_trace(go.Heatmap(z=heat_z(pooled[r, h]), colorscale=SCALE, zmin=0, zmax=1,
                                      showscale=(r == 0 and h == 0), colorbar={"title": tr("weight")},
                                      hovertemplate=hover + "<extra></extra>"),
                           row=r + 1, col=h + 1)
@@ -183,11 +181,11 @@ def query_row(patterns: Patterns, layer: int, head: int, query: int) -> go.Figur
     require(isinstance(query, int) and 0 <= query < T, tr(
         "query={query!r}: expected a position 0..{last}. Fix: pick a token of the prompt.", query=query, last=T - 1))
     row = [round(w, 4) for w in patterns.attention[layer, head, query, : query + 1].tolist()]
-    labels = _labels(patterns.pieces[: query + 1], patterns.ids[: query + 1])
+    labels = axis_labels(patterns.pieces[: query + 1], patterns.ids[: query + 1])
     fig = go.Figure(go.Bar(x=labels, y=row, marker_color=PALETTE[0],
                            hovertemplate=tr("query {label} -> key %{{x}}: %{{y:.3f}}", label=labels[query])
                            + "<extra></extra>"))
-    fig.update_xaxes(**_ticks(labels), tickangle=-60)
+    fig.update_xaxes(**axis_ticks(labels), tickangle=-60)
     return base_layout(fig, tr("Layer {layer}, head {head}: query {piece!r} (pos {pos}) over its {n} allowed keys",
                                layer=layer, head=head, piece=show_token(patterns.pieces[query]), pos=query,
                                n=query + 1),
@@ -208,12 +206,12 @@ def by_hand_figure(hand: LayerByHand, head: int, pieces: Sequence[str]) -> go.Fi
         tr("softmax: rows sum to 1")])
     a = float(hand.scores[head].abs().max())  # one symmetric scale for raw and masked scores, white at 0
     panels = [(hand.scores[head], "RdBu_r", -a, a), (masked, "RdBu_r", -a, a), (hand.probs[head], SCALE, 0, 1)]
-    labels = _labels(pieces)
+    labels = axis_labels(pieces)
     for c, (z, scale, lo, hi) in enumerate(panels):
-        fig.add_trace(go.Heatmap(z=_z(z), x=labels, y=labels, colorscale=scale, zmin=lo, zmax=hi, showscale=False,
+        fig.add_trace(go.Heatmap(z=heat_z(z), x=labels, y=labels, colorscale=scale, zmin=lo, zmax=hi, showscale=False,
                                  hovertemplate=_hover()), row=1, col=c + 1)
-    fig.update_xaxes(**_ticks(labels, max_ticks=12), tickangle=-60)
-    fig.update_yaxes(autorange="reversed", **_ticks(labels, max_ticks=25))
+    fig.update_xaxes(**axis_ticks(labels, max_ticks=12), tickangle=-60)
+    fig.update_yaxes(autorange="reversed", **axis_ticks(labels, max_ticks=25))
     fig.update_yaxes(showticklabels=False, col=2)  # the rows are the same queries: label them once, on the left
     fig.update_yaxes(showticklabels=False, col=3)
     fig.update_xaxes(title_text=tr("key position"))
@@ -221,88 +219,6 @@ def by_hand_figure(hand: LayerByHand, head: int, pieces: Sequence[str]) -> go.Fi
     return base_layout(fig, tr("Layer {layer}, head {head}: from scores to probabilities ({n} x {n})",
                                layer=hand.layer, head=head, n=T),
                        height=max(420, 14 * min(T, 40) + 200))
-
-
-def head_scores_figure(scores: HeadScores) -> go.Figure:
-    """Three ``[layers, heads]`` heatmaps: previous-token, first-token and induction scores."""
-    require(isinstance(scores, HeadScores), tr("scores must come from heads.head_scores(m, patterns)."))
-    names = {"previous": tr("previous token"), "first": tr("first token"),
-             "induction": tr("induction (on BOS + R + R)")}
-    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=[
-        tr("{name}<br>(even spread scores {score:.2f})", name=names[k], score=scores.baseline[k]) for k in names])
-    for c, k in enumerate(names):
-        z = getattr(scores, k)
-        fig.add_trace(go.Heatmap(z=z.tolist(), zmin=0, zmax=1, colorscale=SCALE, showscale=c == 2,
-                                 text=[[f"{v:.2f}" for v in r] for r in z.tolist()], texttemplate="%{text}",
-                                 colorbar={"title": tr("score")},
-                                 hovertemplate=tr("{name}: layer %{{y}}, head %{{x}}: %{{z:.3f}}", name=names[k])
-                                 + "<extra></extra>"),
-                      row=1, col=c + 1)
-        fig.update_xaxes(title_text=tr("head"), dtick=1, row=1, col=c + 1)
-    fig.update_yaxes(autorange="reversed", dtick=1)
-    fig.update_yaxes(title_text=tr("layer"), col=1)
-    fig = base_layout(fig, tr("Kinds of heads, by measurement (score = mean weight on the target key)"),
-                      height=max(340, 40 * scores.previous.shape[0] + 220))
-    return fig.update_layout(margin={"t": 110})
-
-
-def entropy_figure(entropy: torch.Tensor, uniform_bits: float) -> go.Figure:
-    """Attention entropy ``[layers, heads]`` (bits): one dot per head, the layer mean, and even spread."""
-    require(isinstance(entropy, torch.Tensor) and entropy.dim() == 2,
-            tr("entropy must be a [layers, heads] tensor. Fix: heads.attention_entropy(patterns.attention)."))
-    L, H = entropy.shape
-    fig = go.Figure()
-    for h in range(H):
-        fig.add_trace(go.Scatter(x=list(range(L)), y=entropy[:, h].tolist(), mode="markers",
-                                 name=tr("head {head}", head=h), marker={"color": PALETTE[h % len(PALETTE)], "size": 8},
-                                 hovertemplate=tr("layer %{{x}}, head {head}: %{{y:.3f}} bits", head=h)
-                                 + "<extra></extra>"))
-    fig.add_trace(go.Scatter(x=list(range(L)), y=entropy.mean(1).tolist(), mode="lines", name=tr("layer mean"),
-                             line={"color": "black"}))
-    fig.add_hline(y=uniform_bits, line_dash="dash", annotation_text=tr("evenly spread"))
-    fig.add_hline(y=0, line_dash="dot", annotation_text=tr("one key only"))
-    fig.update_xaxes(dtick=1)
-    return base_layout(fig, tr("Attention entropy by layer (low: focused, high: spread out)"), tr("layer"),
-                       tr("entropy of a query row (bits), mean over queries"), height=380)
-
-
-def _stage_name(name: str) -> str:
-    """A logit-lens stage in the reader's language: ``logit_lens`` names them "embeddings", "block 0", ..."""
-    if name == "embeddings":
-        return tr("embeddings")
-    number = name.removeprefix("block ")
-    return tr("block {i}", i=number) if number != name and number.isdigit() else name
-
-
-def logit_lens_figure(lens: LogitLens) -> go.Figure:
-    """Top-1 prediction after each layer (rows) at each position (columns); colour = its probability."""
-    require(isinstance(lens, LogitLens), tr("lens must come from inferlab.logit_lens.logit_lens(m, residual, ids)."))
-    n, T, _ = lens.top_ids.shape
-    pieces = lens.pieces or [str(i) for i in range(T)]
-    stages = [_stage_name(name) for name in lens.layer_names]
-    text = [[show_token(lens.top_pieces[s][t][0]) for t in range(T)] for s in range(n)]
-    hover = []
-    for s in range(n):
-        row = []
-        for t in range(T):
-            lines = [f"{show_token(p)!r} (id {int(i)}): {float(q):.3g}"
-                     for p, i, q in zip(lens.top_pieces[s][t], lens.top_ids[s, t], lens.top_probs[s, t])]
-            nxt = ("<br>" + tr("p(real next {token!r}) = {p:.3g}", token=show_token(pieces[t + 1]),
-                                p=float(lens.next_prob[s, t])) if lens.pieces and t < T - 1 else "")
-            row.append(tr("{stage}, after {token!r} (pos {pos}):", stage=stages[s], token=show_token(pieces[t]),
-                          pos=t) + "<br>" + "<br>".join(lines) + nxt)
-        hover.append(row)
-    labels = _labels(pieces)
-    fig = go.Figure(go.Heatmap(z=_z(lens.top_probs[..., 0]), x=labels, y=stages,
-                               text=text, texttemplate="%{text}", textfont={"size": 9}, customdata=hover,
-                               colorscale=SCALE,
-                               zmin=0, zmax=1, colorbar={"title": tr("top-1 prob")},
-                               hovertemplate="%{customdata}<extra></extra>"))
-    fig.update_xaxes(**_ticks(labels), tickangle=-60)
-    fig.update_yaxes(autorange="reversed")
-    return base_layout(fig, tr("Logit lens: the top next-token guess if the model stopped after each layer"),
-                       tr("input position (predicting the token after it)"), tr("residual stream after"),
-                       height=max(320, 45 * n + 200))
 
 
 def prefill_decode_figure(trace: Trace, layer: int, head: int) -> go.Figure:
@@ -324,15 +240,15 @@ def prefill_decode_figure(trace: Trace, layer: int, head: int) -> go.Figure:
                             tr("prefill: one forward pass, {n} query rows x {n} keys", n=T),
                             tr("decode: one new query row per step ({steps} steps, rows grow by one)",
                                steps=len(rows))])
-    labels = _labels(pieces, ids)
+    labels = axis_labels(pieces, ids)
     steps = [tr("step {n}: {label}", n=i + 1, label=q) for i, q in enumerate(labels[T:])]
     fig.add_trace(_heatmap(torch.cat([pre, torch.full((T, W - T), float("nan"))], 1), labels, labels[:T],
                            colorbar={"title": tr("weight")}), row=1, col=1)
     fig.add_trace(_heatmap(dec, labels, steps, q_start=T, showscale=False), row=2, col=1)
-    fig.update_xaxes(**_ticks(labels), tickangle=-60, row=2, col=1)
+    fig.update_xaxes(**axis_ticks(labels), tickangle=-60, row=2, col=1)
     fig.update_yaxes(autorange="reversed")
-    fig.update_yaxes(**_ticks(labels[:T]), row=1, col=1)
-    fig.update_yaxes(**_ticks(steps), row=2, col=1)
+    fig.update_yaxes(**axis_ticks(labels[:T]), row=1, col=1)
+    fig.update_yaxes(**axis_ticks(steps), row=2, col=1)
     fig.update_xaxes(title_text=tr("key position (prompt, then generated tokens)"), row=2, col=1)
     return base_layout(fig, tr("Layer {layer}, head {head}: prefill matrix and decode rows", layer=layer, head=head),
                        height=max(460, 16 * (T + len(rows)) + 240))

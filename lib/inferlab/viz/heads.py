@@ -1,4 +1,5 @@
-"""Head views: BertViz's lines view, what switching a head off changed, and Flash Attention's tiles.
+"""Head views: what kind each head is (scores, entropy), the logit lens, BertViz's lines view, what switching a
+head off changed, and Flash Attention's tiles.
 
 Plain data in, a plotly figure out: ``attention.Patterns`` (``[layers, heads, query_pos, key_pos]``),
 ``heads.Ablation``, or plain numbers. Nothing here runs a model.
@@ -15,9 +16,11 @@ import torch
 from plotly.subplots import make_subplots
 
 from ..attention import Patterns
-from ..heads import Ablation
+from ..heads import Ablation, HeadScores
 from ..i18n import tr
+from ..logit_lens import LogitLens
 from . import PALETTE, base_layout, clip, require, show_token
+from .attention import SCALE, axis_labels, axis_ticks, heat_z
 
 MAX_WIDTH = 8.0  # pixels: the width of a line carrying all of a query's weight
 CROWDED = 0.15  # every head x every token: only weights from here up are drawn (a hairball otherwise)
@@ -197,3 +200,85 @@ def flash_tiles_figure(tokens: int = 16, tile: int = 4) -> go.Figure:
     fig = base_layout(fig, tr("What is in memory at once: the whole matrix (eager) or one tile (Flash Attention)"),
                       height=450)
     return fig.update_layout(margin={"l": 60, "r": 20, "t": 80, "b": 110})
+
+
+def head_scores_figure(scores: HeadScores) -> go.Figure:
+    """Three ``[layers, heads]`` heatmaps: previous-token, first-token and induction scores."""
+    require(isinstance(scores, HeadScores), tr("scores must come from heads.head_scores(m, patterns)."))
+    names = {"previous": tr("previous token"), "first": tr("first token"),
+             "induction": tr("induction (on BOS + R + R)")}
+    fig = make_subplots(rows=1, cols=3, horizontal_spacing=0.07, subplot_titles=[
+        tr("{name}<br>(even spread scores {score:.2f})", name=names[k], score=scores.baseline[k]) for k in names])
+    for c, k in enumerate(names):
+        z = getattr(scores, k)
+        fig.add_trace(go.Heatmap(z=z.tolist(), zmin=0, zmax=1, colorscale=SCALE, showscale=c == 2,
+                                 text=[[f"{v:.2f}" for v in r] for r in z.tolist()], texttemplate="%{text}",
+                                 colorbar={"title": tr("score")},
+                                 hovertemplate=tr("{name}: layer %{{y}}, head %{{x}}: %{{z:.3f}}", name=names[k])
+                                 + "<extra></extra>"),
+                      row=1, col=c + 1)
+        fig.update_xaxes(title_text=tr("head"), dtick=1, row=1, col=c + 1)
+    fig.update_yaxes(autorange="reversed", dtick=1)
+    fig.update_yaxes(title_text=tr("layer"), col=1)
+    fig = base_layout(fig, tr("Kinds of heads, by measurement (score = mean weight on the target key)"),
+                      height=max(340, 40 * scores.previous.shape[0] + 220))
+    return fig.update_layout(margin={"t": 110})
+
+
+def entropy_figure(entropy: torch.Tensor, uniform_bits: float) -> go.Figure:
+    """Attention entropy ``[layers, heads]`` (bits): one dot per head, the layer mean, and even spread."""
+    require(isinstance(entropy, torch.Tensor) and entropy.dim() == 2,
+            tr("entropy must be a [layers, heads] tensor. Fix: heads.attention_entropy(patterns.attention)."))
+    L, H = entropy.shape
+    fig = go.Figure()
+    for h in range(H):
+        fig.add_trace(go.Scatter(x=list(range(L)), y=entropy[:, h].tolist(), mode="markers",
+                                 name=tr("head {head}", head=h), marker={"color": PALETTE[h % len(PALETTE)], "size": 8},
+                                 hovertemplate=tr("layer %{{x}}, head {head}: %{{y:.3f}} bits", head=h)
+                                 + "<extra></extra>"))
+    fig.add_trace(go.Scatter(x=list(range(L)), y=entropy.mean(1).tolist(), mode="lines", name=tr("layer mean"),
+                             line={"color": "black"}))
+    fig.add_hline(y=uniform_bits, line_dash="dash", annotation_text=tr("evenly spread"))
+    fig.add_hline(y=0, line_dash="dot", annotation_text=tr("one key only"))
+    fig.update_xaxes(dtick=1)
+    return base_layout(fig, tr("Attention entropy by layer (low: focused, high: spread out)"), tr("layer"),
+                       tr("entropy of a query row (bits), mean over queries"), height=380)
+
+
+def _stage_name(name: str) -> str:
+    """A logit-lens stage in the reader's language: ``logit_lens`` names them "embeddings", "block 0", ..."""
+    if name == "embeddings":
+        return tr("embeddings")
+    number = name.removeprefix("block ")
+    return tr("block {i}", i=number) if number != name and number.isdigit() else name
+
+
+def logit_lens_figure(lens: LogitLens) -> go.Figure:
+    """Top-1 prediction after each layer (rows) at each position (columns); colour = its probability."""
+    require(isinstance(lens, LogitLens), tr("lens must come from inferlab.logit_lens.logit_lens(m, residual, ids)."))
+    n, T, _ = lens.top_ids.shape
+    pieces = lens.pieces or [str(i) for i in range(T)]
+    stages = [_stage_name(name) for name in lens.layer_names]
+    text = [[show_token(lens.top_pieces[s][t][0]) for t in range(T)] for s in range(n)]
+    hover = []
+    for s in range(n):
+        row = []
+        for t in range(T):
+            lines = [f"{show_token(p)!r} (id {int(i)}): {float(q):.3g}"
+                     for p, i, q in zip(lens.top_pieces[s][t], lens.top_ids[s, t], lens.top_probs[s, t])]
+            nxt = ("<br>" + tr("p(real next {token!r}) = {p:.3g}", token=show_token(pieces[t + 1]),
+                                p=float(lens.next_prob[s, t])) if lens.pieces and t < T - 1 else "")
+            row.append(tr("{stage}, after {token!r} (pos {pos}):", stage=stages[s], token=show_token(pieces[t]),
+                          pos=t) + "<br>" + "<br>".join(lines) + nxt)
+        hover.append(row)
+    labels = axis_labels(pieces)
+    fig = go.Figure(go.Heatmap(z=heat_z(lens.top_probs[..., 0]), x=labels, y=stages,
+                               text=text, texttemplate="%{text}", textfont={"size": 9}, customdata=hover,
+                               colorscale=SCALE,
+                               zmin=0, zmax=1, colorbar={"title": tr("top-1 prob")},
+                               hovertemplate="%{customdata}<extra></extra>"))
+    fig.update_xaxes(**axis_ticks(labels), tickangle=-60)
+    fig.update_yaxes(autorange="reversed")
+    return base_layout(fig, tr("Logit lens: the top next-token guess if the model stopped after each layer"),
+                       tr("input position (predicting the token after it)"), tr("residual stream after"),
+                       height=max(320, 45 * n + 200))

@@ -8,6 +8,8 @@ only; these functions draw them.
 
 >>> work = filter_stages(logits[0], SamplingConfig(temperature=0.8, top_k=40, top_p=0.9))   # doctest: +SKIP
 >>> stage_distributions(work, m.decode)                                                    # doctest: +SKIP
+
+One piece (over 300 lines) on purpose: every figure of notebook 06, sharing one way to label tokens.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import plotly.graph_objects as go
 import torch
 from plotly.subplots import make_subplots
 
-from .. import tokens
+from .. import bpe, tokens
 from ..diversity import SettingResult, ngrams
 from ..i18n import tr
 from ..sampling import STAGE_NAMES, FilterStages, Stage
@@ -58,7 +60,7 @@ def _raw_bytes(decode: Decode, token_id: int) -> bytes | None:
     if tokenizer is None:
         return None
     try:
-        return tokens.symbol_bytes(tokenizer.convert_ids_to_tokens(int(token_id)))
+        return bpe.symbol_bytes(tokenizer.convert_ids_to_tokens(int(token_id)))
     except (KeyError, TypeError):
         return None
 

@@ -16,9 +16,9 @@ import html
 import ipywidgets as w
 import torch
 
+from ..bpe import bytes_to_unicode
 from ..i18n import tr
 from ..sampling import SamplingConfig, filter_stages
-from ..tokens import bytes_to_unicode
 from ..viz import show_token
 from ..viz.sampling import Decode, candidate_bars, character_parts, piece
 from . import message, show_figure
