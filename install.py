@@ -115,9 +115,33 @@ def keep_installed(have: Installed | None, choice: Choice, explicit: bool) -> tu
                   "Fix: python3 install.py --cuda to replace it with the CUDA build (several GB).")
 
 
-def big_fallback(choice: Choice, platform: str) -> bool:
-    """Whether falling back from the CPU index to plain PyPI downloads the CUDA build (Linux: several GB)."""
-    return choice.build == "cpu" and platform.startswith("linux")
+def big_fallback(choice: Choice, platform: str, wheels_on_disk=None) -> bool:
+    """Whether falling back from the CPU index to plain PyPI downloads the CUDA build (Linux: several GB).
+
+    Not when pip would take a torch wheel of this version from a folder on disk (``--find-links``, e.g.
+    ``PIP_FIND_LINKS`` or pip's configuration: a CI image or a workshop's USB stick): nothing is downloaded then.
+    """
+    if not (choice.build == "cpu" and platform.startswith("linux")):
+        return False
+    return not (local_torch_wheels() if wheels_on_disk is None else wheels_on_disk)
+
+
+def local_torch_wheels(folders: list[str] | None = None) -> list[Path]:
+    """torch wheels of this version in pip's find-links folders (the environment's, then pip's configuration)."""
+    if folders is None:
+        folders = os.environ.get("PIP_FIND_LINKS", "").split()
+        try:
+            out = subprocess.run([sys.executable, "-m", "pip", "config", "get", "global.find-links"],
+                                 capture_output=True, text=True, timeout=20)
+            folders += out.stdout.split() if out.returncode == 0 else []
+        except (OSError, subprocess.SubprocessError):
+            pass
+    found = []
+    for folder in folders:
+        path = Path(folder.removeprefix("file://"))
+        if path.is_dir():
+            found += sorted(path.glob(f"torch-{TORCH}-*.whl")) + sorted(path.glob(f"torch-{TORCH}+*.whl"))
+    return found
 
 
 def reachable(url: str, timeout: float = 3.0, connect=socket.create_connection) -> bool:

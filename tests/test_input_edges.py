@@ -188,3 +188,67 @@ def test_integers_beyond_any_float_are_refused_clearly(kwargs, error):
     with pytest.raises(error, match=rf"^{name}=-?1000.* is not allowed: expected .*Fix: "):
         il.SamplingConfig(**kwargs)
     assert il.SamplingConfig(top_k=10**400).top_k == 10**400  # a top-k above the vocabulary is simply off
+
+
+# ----------------------------------------------------------------------------- API edges (issue 30, item 11)
+@pytest.mark.parametrize("call", [lambda m: il.generate(m, "ROMEO.", 2), lambda m: il.stream(m, "ROMEO.", 2),
+                                  lambda m: il.prefill(m, [15496]), lambda m: il.reference_generate(m, "ROMEO.", 2),
+                                  lambda m: il.fast.FastDecoder(m, 16)])
+@pytest.mark.parametrize("not_a_model", ["bundled", None])
+def test_a_name_or_none_instead_of_a_model(call, not_a_model):
+    with pytest.raises(TypeError, match=r"model must be a Model from il.load\(\).*Fix: m = il.load"):
+        call(not_a_model)
+
+
+def test_decode_refuses_ids_outside_the_vocabulary(model):
+    assert model.decode([np.int64(15496), 11]) == "Hello,"
+    assert model.decode(torch.tensor([15496, 11])) == "Hello,"
+    for ids in ([50257], [-1], [1.5], [True]):
+        with pytest.raises(ValueError, match=r"whole-number token ids in \[0, 50257\)"):
+            model.decode(ids)
+    with pytest.raises(TypeError, match="list of token ids"):
+        model.decode(15496)
+
+
+def test_returned_logits_can_be_edited_in_place(model):
+    logits, cache = il.prefill(model, [model.encode("ROMEO.")])
+    logits[0, int(logits[0].argmax())] = float("-inf")  # the obvious exercise: rule the favourite out
+    nxt, _ = il.decode_step(model, int(logits[0].argmax()), cache)
+    nxt[0, 0] = 0.0
+    assert torch.isfinite(nxt).all() and not nxt.is_inference()
+
+
+def test_a_model_left_in_training_mode_is_refused(model):
+    module = model.transformers_module()
+    module.train()
+    try:
+        with pytest.raises(ValueError, match=r"training mode.*transformers_module\(\).eval\(\)"):
+            il.generate(model, "ROMEO.", 2)
+    finally:
+        module.eval()
+    assert len(il.generate(model, "ROMEO.", 2).generated_ids) >= 1
+
+
+def test_fast_decoder_edges(model):
+    with pytest.raises(ValueError, match="max_tokens=0"):
+        il.fast.FastDecoder(model, 0, weights="tied")
+    fast = il.fast.FastDecoder(model, 16, weights="tied")
+    fast.prefill([model.encode("ROMEO.")])
+    with pytest.raises(ValueError, match=r"token ids in \[0, 50257\)"):
+        fast.step(50257)
+    with pytest.raises(TypeError, match="integer token ids"):
+        fast.step(198.7)
+    assert fast.step(np.int64(198)).shape == (1, model.info.vocab_size)
+
+
+def test_trace_attention_checks_layer_and_head(model):
+    trace = il.generate(model, "ROMEO.", 2, record="attention")
+    n_layer, n_head = model.info.n_layer, model.info.n_head
+    assert trace.attention(n_layer - 1, n_head - 1).dim() == 2
+    for layer, head in ((99, 0), (-1, 0), (0, n_head), (0, -1)):
+        with pytest.raises(ValueError, match="pick a"):
+            trace.attention(layer, head)
+    with pytest.raises(TypeError, match="layer"):
+        trace.attention("0", 0)
+    with pytest.raises(ValueError, match="pick a layer"):
+        trace.decode_rows(99, 0)

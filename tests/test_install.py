@@ -20,6 +20,7 @@ install = importlib.util.module_from_spec(_spec)
 sys.modules[_spec.name] = install  # dataclasses look their module up there
 _spec.loader.exec_module(install)
 CPU = "https://download.pytorch.org/whl/cpu"
+LOCAL_TORCH_WHEELS = install.local_torch_wheels  # the real one (the fixture below stubs it)
 
 
 @pytest.mark.parametrize(("platform", "nvidia", "override", "build", "index"), [
@@ -70,6 +71,7 @@ def no_gpu_linux(monkeypatch):
     monkeypatch.setattr(install.sys, "platform", "linux")
     monkeypatch.setattr(install, "has_nvidia_gpu", lambda: False)
     monkeypatch.setattr(install, "reachable", lambda url: True)  # no network in unit tests
+    monkeypatch.setattr(install, "local_torch_wheels", lambda folders=None: [])  # no torch wheel on this disk
     monkeypatch.delenv("INFERLAB_TORCH", raising=False)
 
 
@@ -90,6 +92,21 @@ def test_failing_cpu_index_asks_before_pypis_cuda_build(no_gpu_linux, capsys):
     assert "--pypi-fallback" in capsys.readouterr().err
     pip = FakePip(torch_version=None, failing=(CPU,))
     assert install.main([], run=pip, ask=lambda q: "y") == 0
+    assert [c[-1] for c in pip.commands] == ["1", "torch==2.13.0", str(ROOT / "requirements.txt")]
+
+
+def test_a_torch_wheel_on_disk_is_no_big_download(no_gpu_linux, tmp_path, monkeypatch):
+    """pip's --find-links folder holds torch 2.13.0 (a CI image, a workshop's USB stick): the fallback downloads
+    nothing, so it runs without asking, even with nobody to ask."""
+    wheel = tmp_path / "torch-2.13.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    wheel.write_bytes(b"")
+    (tmp_path / "torch-2.12.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    assert LOCAL_TORCH_WHEELS([f"file://{tmp_path}"]) == [wheel]
+    assert LOCAL_TORCH_WHEELS([str(tmp_path / "missing")]) == []
+    monkeypatch.setattr(install, "local_torch_wheels", lambda folders=None: [tmp_path / "torch-2.13.0-x.whl"])
+    monkeypatch.setattr(install.sys, "stdin", None)
+    pip = FakePip(torch_version=None, failing=(CPU,))
+    assert install.main([], run=pip) == 0
     assert [c[-1] for c in pip.commands] == ["1", "torch==2.13.0", str(ROOT / "requirements.txt")]
 
 

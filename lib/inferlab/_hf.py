@@ -211,6 +211,9 @@ def forward(model: GPT2LMHeadModel, ids: torch.Tensor, cache: DynamicCache | Non
     With ``last_only`` only the last position goes through the LM head (``[batch, 1, vocab]``).
     """
     model, cache = module(model), getattr(cache, "_hf_cache", cache)  # inferlab's KVCache wraps HF's cache
+    if model.training:  # dropout on: every run would give other logits, silently
+        raise ValueError("the model is in training mode (dropout is on, so the same input gives different logits "
+                         "each run). Fix: m.transformers_module().eval() puts it back in inference mode.")
     kwargs = {}
     if cache_position is not None:
         kwargs["cache_position"] = cache_position

@@ -47,6 +47,7 @@ def as_ids(model: Model, ids) -> torch.Tensor:
     The tensor is on the model's device. Refuses what is not a rectangle of integers in ``[0, vocab)``
     at most the context length long.
     """
+    check_model(model)
     fix = "pass integer token ids, e.g. model.encode(text)"
     if isinstance(ids, torch.Tensor):
         t = ids
@@ -76,11 +77,19 @@ def as_ids(model: Model, ids) -> torch.Tensor:
     return t.to(dtype=torch.long, device=model.device)
 
 
+def check_model(model) -> None:
+    """Refuse what is not a loaded ``Model`` (a name such as ``"bundled"``, ``None``) before anything runs."""
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a Model from il.load(), got {type(model).__name__} {model!r:.40}. "
+                        f"Fix: m = il.load({model!r:.40}) if it names a model (or il.load() for the default), "
+                        "then pass m.")
+
+
 def _short(x) -> str:
     return f"{x!r:.60}"
 
 
-@torch.inference_mode()
+@torch.no_grad()  # not inference_mode: a learner may edit the logits in place (mask a token), as with any tensor
 def prefill(model: Model, ids, *, static_tokens: int | None = None) -> tuple[torch.Tensor, KVCache]:
     """Run the whole prompt ``[batch, tokens]`` in one forward pass.
 
@@ -99,7 +108,7 @@ def prefill(model: Model, ids, *, static_tokens: int | None = None) -> tuple[tor
     return logits[:, -1, :], KVCache(hf_cache, model)
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def decode_step(model: Model, token, cache: KVCache) -> tuple[torch.Tensor, KVCache]:
     """Run one new token per sequence (``int``, ``[batch]`` or ``[batch, 1]``) against ``cache``.
 
@@ -129,7 +138,7 @@ def decode_step(model: Model, token, cache: KVCache) -> tuple[torch.Tensor, KVCa
     return logits[:, -1, :], cache
 
 
-@torch.inference_mode()
+@torch.no_grad()
 def forward_full(model: Model, ids, *, last_only: bool = False) -> torch.Tensor:
     """No cache: run the whole sequence ``[batch, tokens]``; returns logits ``[batch, tokens, vocab]``.
 
@@ -251,6 +260,7 @@ def stream(model: Model, prompt: str, max_new_tokens: int | None = None, samplin
     >>> for ev in s: print(ev.text, end="", flush=True)      # doctest: +SKIP
     >>> s.trace.latency                                      # doctest: +SKIP
     """
+    check_model(model)
     t_req = clock(model.device)
     config = GenerationConfig.from_arguments(config, max_new_tokens, sampling, **settings)
     ids = config.check(model, prompt)
@@ -303,6 +313,7 @@ def reference_generate(model: Model, prompt: str, max_new_tokens: int = 40,
     ``torch.manual_seed`` would) and ``generate`` uses a fresh ``torch.Generator`` with that seed.
     Returns the new token ids (the stop token included when it was produced).
     """
+    check_model(model)
     config = GenerationConfig.from_arguments(None, max_new_tokens, sampling or GREEDY, stop_at_eos=stop_at_eos)
     ids = torch.tensor([config.check(model, prompt)], device=model.device)
     s = config.sampling

@@ -7,6 +7,7 @@ bundled model, saying which it chose and how to change it.
 
 from __future__ import annotations
 
+import numbers
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,8 +100,20 @@ class Model:
         return list(self.tokenizer(text, add_special_tokens=False).input_ids)
 
     def decode(self, ids) -> str:
-        """Token ids -> text."""
-        return self.tokenizer.decode(list(ids))
+        """Token ids -> text. Every id must be a whole number in ``[0, vocab)``: an id past the vocabulary has no
+        text (the tokenizer would silently give ``""``), and a negative one no meaning."""
+        if isinstance(ids, torch.Tensor):
+            ids = ids.reshape(-1).tolist()
+        if isinstance(ids, (str, bytes)) or not hasattr(ids, "__iter__"):
+            raise TypeError(f"ids must be a list of token ids, got {type(ids).__name__} {ids!r:.40}. "
+                            "Fix: pass e.g. m.encode(text), or [token_id] for one token.")
+        ids = list(ids)
+        vocab = len(self.tokenizer)
+        bad = [i for i in ids if isinstance(i, bool) or not isinstance(i, numbers.Integral) or not 0 <= i < vocab]
+        if bad:
+            raise bad_value("ids", bad[:5], f"whole-number token ids in [0, {vocab})",
+                            "use ids from m.encode(text) or from a generated trace")
+        return self.tokenizer.decode([int(i) for i in ids])
 
     def attention_kernel(self, name: str):
         """A context manager: run attention with kernel ``name`` ("eager" or "sdpa") inside the block.

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .cache import CacheSnapshot
-from .errors import bad_value
+from .errors import bad_value, check_number
 from .generation import GenerationConfig
 from .i18n import tr
 from .models import Model, ModelInfo
@@ -130,14 +130,22 @@ class Trace:
             raise ValueError(f"{kind} was not recorded in this trace (recorded: {list(self.recorded) or 'nothing'}). "
                              f"Fix: run generate(..., record=({kind!r},)) or record='all'.")
 
+    def _head(self, layer, head) -> tuple[int, int]:
+        """``(layer, head)`` checked against what was recorded (a negative index would count from the end)."""
+        self._need("attention")
+        layers, heads = len(self.steps[0].attention), int(self.steps[0].attention[0].shape[0])
+        check_number("layer", layer, low=0, high=layers - 1, integer=True, fix=f"pick a layer 0..{layers - 1}")
+        check_number("head", head, low=0, high=heads - 1, integer=True, fix=f"pick a head 0..{heads - 1}")
+        return int(layer), int(head)
+
     def attention(self, layer: int, head: int) -> torch.Tensor:
         """The prefill pattern ``[query_pos, key_pos]`` (T x T, lower-triangular) for one head."""
-        self._need("attention")
+        layer, head = self._head(layer, head)
         return self.steps[0].attention[layer][head]
 
     def decode_rows(self, layer: int, head: int) -> list[torch.Tensor]:
         """Each decode step's single query row over the grown cache, as made (lengths T+1, T+2, ...)."""
-        self._need("attention")
+        layer, head = self._head(layer, head)
         return [s.attention[layer][head][-1] for s in self.steps[1:]]
 
     def cache_bytes(self) -> list[int]:

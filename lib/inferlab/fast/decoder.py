@@ -11,12 +11,14 @@ Greedy and seeded output is token-for-token that of ``inferlab.generate`` (``tes
 
 from __future__ import annotations
 
+import numbers
+
 import torch
 import torch.nn.functional as F
 
 from .. import _hf
-from ..engine import as_ids
-from ..errors import bad_value
+from ..engine import as_ids, check_model
+from ..errors import bad_value, check_number
 from ..generation import GenerationConfig, TextAssembler, next_text
 from ..i18n import tr
 from ..models import Model
@@ -48,12 +50,13 @@ class FastDecoder:
 
     def __init__(self, model: Model, max_tokens: int | None = None, *, batch: int = 1, weights: str = "auto",
                  compile: bool = False, cuda_graph: bool | None = None) -> None:
+        check_model(model)
         info = model.info
         self.model, self.batch = model, batch
-        self.max_tokens = max_tokens or model.info.n_ctx
-        if not 1 <= self.max_tokens <= model.info.n_ctx:
-            raise bad_value("max_tokens", max_tokens, f"1 <= max_tokens <= n_ctx ({model.info.n_ctx})",
-                            "size the cache for prompt + new tokens")
+        if max_tokens is not None:  # 0 is not "the default": it is a cache with no room
+            check_number("max_tokens", max_tokens, low=1, high=model.info.n_ctx, integer=True,
+                         fix="size the cache for prompt + new tokens, or leave max_tokens=None for the context length")
+        self.max_tokens = model.info.n_ctx if max_tokens is None else int(max_tokens)
         device = model.device
         if cuda_graph and device.type != "cuda":
             raise bad_value("cuda_graph", cuda_graph, "True only on a CUDA device", "leave cuda_graph=None")
@@ -200,7 +203,19 @@ class FastDecoder:
         if self.tokens >= self.max_tokens:
             raise bad_value("max_tokens", self.max_tokens, f"more than the {self.tokens} positions used",
                             "build the FastDecoder with a larger max_tokens")
-        t = torch.as_tensor(token, dtype=torch.long, device=self.wte.device).reshape(self.batch, 1)
+        vocab = self.model.info.vocab_size
+        if isinstance(token, numbers.Integral) and not isinstance(token, bool) and 0 <= token < vocab:
+            t = torch.tensor([[int(token)]] * self.batch, device=self.wte.device)  # the common case, checked cheaply
+        else:  # tensors, lists; floats, out-of-range ids and wrong counts are refused by the engine's check
+            if isinstance(token, torch.Tensor):
+                token = token.reshape(-1)
+            elif isinstance(token, numbers.Number):
+                token = [token]
+            t = as_ids(self.model, token)
+            t = t.reshape(-1, 1)
+            if t.shape[0] != self.batch:
+                raise bad_value("token", f"{t.shape[0]} token(s)", f"one token per sequence ({self.batch})",
+                                "pass the tokens chosen for every sequence of the batch, shaped [batch]")
         pos, self.tokens = self.tokens, self.tokens + 1
         if self._graph is not None:
             self._tok.copy_(t)
