@@ -23,11 +23,12 @@ KERNEL_READY = """() => { const w = window.jupyterapp && window.jupyterapp.shell
 
 
 def _open_and_save(browser, lab, name: str) -> bool:  # noqa: F811
-    """Open ``notebooks/name`` in JupyterLab, wait for its kernel; True if JupyterLab marked it edited. Then save."""
+    """Open ``name`` (in the served notebooks/) in JupyterLab, wait for its kernel; True if JupyterLab marked it edited.
+    Then save."""
     base, token, _ = lab
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     try:
-        page.goto(f"{base}/lab/tree/notebooks/{name}?token={token}")
+        page.goto(f"{base}/lab/tree/{name}?token={token}")
         page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=120_000)
         page.wait_for_function(KERNEL_READY, timeout=120_000)
         page.wait_for_timeout(1500)  # the kernel's spec and info have reached the notebook's metadata
@@ -40,8 +41,7 @@ def _open_and_save(browser, lab, name: str) -> bool:  # noqa: F811
 
 
 def test_a_tidied_notebook_survives_opening_and_saving_unchanged(browser, lab):  # noqa: F811
-    _, _, root = lab
-    folder = root / "notebooks"
+    _, _, folder = lab  # the folder JupyterLab serves (notebooks/, started the README's way)
     shutil.copy(ROOT / "notebooks" / "00_start_here.ipynb", folder / "tidied.ipynb")
     assert notebook_tools.tidy(folder / "tidied.ipynb") in (True, False)
     assert notebook_tools.tidy(folder / "tidied.ipynb") is False  # tidy is stable

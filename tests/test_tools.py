@@ -590,6 +590,8 @@ def test_download_renames_only_a_folder_that_loads(tmp_path, capsys, monkeypatch
     (["--device", "nonsense"], "--device nonsense: not a device name"),
     (["--device", "cuda:7"], "--device cuda:7: no such CUDA device here"),
     (["--models", " "], "--models: an empty name"),
+    (["--models", "bundled", "random:gtp2"], "--models random:gtp2: model='random:gtp2' is not allowed"),
+    (["--models", "./no-such-folder"], "--models ./no-such-folder: model="),
     (["--out", "."], "--out .: is a folder"),
     (["--out", "missing/folder/r.json"], "--out missing/folder/r.json: cannot be written (No such file or directory)"),
     (["--variants", "turbo"], "argument --variants: invalid choice: 'turbo'"),

@@ -271,14 +271,18 @@ def main(argv=None) -> dict:
         torch.set_num_threads(args.threads)
     started = time.strftime("%Y-%m-%d %H:%M:%S")
     dtype = args.dtype or ("float32" if args.device == "cpu" else "float16")
+    models = {}
+    for name in args.models:  # every model loads before anything is measured: a misspelt name costs no run
+        try:
+            models[name] = load(name, device=args.device, dtype=dtype, verbose=False)
+        except (ValueError, TypeError, FileNotFoundError, ConnectionError, OSError) as exc:
+            p.error(f"--models {name}: {exc}")
     before = measure_machine(args.device, getattr(torch, dtype))
     results = []
     for name in args.models:
-        model = load(name, device=args.device, dtype=dtype, verbose=False)
-        results.append(bench_model(model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
+        results.append(bench_model(models.pop(name), prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
                                    repeats=args.repeats, variants=args.variants, machine=before,
                                    profile=args.profile))
-        del model
     after = measure_machine(args.device, getattr(torch, dtype))
     best = max((before, after), key=lambda mp: mp.bytes_per_s)  # the higher ceiling: the stricter floor
     read = measure_bandwidth(args.device, getattr(torch, dtype), kind="read")
