@@ -52,6 +52,22 @@ def model() -> il.Model:
     return il.load("bundled", device="cpu", verbose=False)
 
 
+class ForwardCounter:
+    """Counts the model's forward passes while active (bad input must be refused before any):
+    ``from conftest import ForwardCounter``; ``with ForwardCounter(model) as count: ...``; ``count.n``."""
+
+    def __init__(self, model):
+        self.model, self.n = model, 0
+
+    def __enter__(self):
+        module = self.model.transformers_module()
+        self.handle = module.register_forward_pre_hook(lambda *_: setattr(self, "n", self.n + 1))
+        return self
+
+    def __exit__(self, *exc):
+        self.handle.remove()
+
+
 @pytest.fixture(scope="session")
 def short_trace(model) -> il.Trace:
     """A short greedy run with everything recorded (shared by figure tests)."""

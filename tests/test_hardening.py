@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ForwardCounter
 
 import inferlab as il
 from inferlab import _hf, engine, hooks
@@ -291,21 +292,6 @@ def test_streamed_text_holds_back_a_possible_stop_string(model):
 
 
 # ----------------------------------------------------------------------------- bad input, refused before any work
-class _Forwards:
-    """Counts forward passes of the model while active."""
-
-    def __init__(self, model):
-        self.model, self.n = model, 0
-
-    def __enter__(self):
-        module = self.model.transformers_module()
-        self.handle = module.register_forward_pre_hook(lambda *_: setattr(self, "n", self.n + 1))
-        return self
-
-    def __exit__(self, *exc):
-        self.handle.remove()
-
-
 BAD_SETTINGS = [
     ({"use_cache": "no"}, TypeError, "use_cache"),
     ({"use_cache": None}, TypeError, "use_cache"),
@@ -347,7 +333,7 @@ def refusal_problem(model, entry, kwargs: dict, error: type, names: str) -> str 
     """
     kwargs = dict(kwargs)
     prompt = kwargs.pop("prompt", "ROMEO.")
-    with _Forwards(model) as count:
+    with ForwardCounter(model) as count:
         try:
             entry(model, prompt, kwargs.pop("max_new_tokens", 4), **kwargs)
         except error as err:
@@ -412,7 +398,7 @@ BAD_IDS = [
 
 @pytest.mark.parametrize(("ids", "error"), BAD_IDS, ids=lambda v: repr(v)[:30])
 def test_bad_ids_are_refused(model, ids, error):
-    with _Forwards(model) as count, pytest.raises(error, match="ids"):
+    with ForwardCounter(model) as count, pytest.raises(error, match="ids"):
         il.prefill(model, ids)
     with pytest.raises(error, match="ids"):
         il.forward_full(model, ids)
@@ -430,7 +416,7 @@ def test_prefill_static_tokens_is_checked(model):
 
 def test_decode_step_refuses_what_does_not_fit(model):
     _logits, cache = il.prefill(model, [1, 2, 3])
-    with _Forwards(model) as count:
+    with ForwardCounter(model) as count:
         with pytest.raises(TypeError, match="ids"):
             il.decode_step(model, 198.7, cache)
         with pytest.raises(ValueError, match="token"):

@@ -13,6 +13,7 @@ import os
 import numpy as np
 import pytest
 import torch
+from conftest import ForwardCounter
 
 import inferlab as il
 from inferlab.errors import check_number
@@ -23,26 +24,11 @@ from inferlab.widgets.selfcheck import QUESTIONS_DIR, load_questions
 ROW = torch.tensor([2.0, 1.0, 0.5, -1.0])
 
 
-class _Forwards:
-    """Counts forward passes of the model while active."""
-
-    def __init__(self, model):
-        self.model, self.n = model, 0
-
-    def __enter__(self):
-        module = self.model.transformers_module()
-        self.handle = module.register_forward_pre_hook(lambda *_: setattr(self, "n", self.n + 1))
-        return self
-
-    def __exit__(self, *exc):
-        self.handle.remove()
-
-
 # --- temperatures outside float32's range ----------------------------------------------------------------------
 
 @pytest.mark.parametrize("temperature", [1e-300, 1e-46, 5e-324, 3.5e38, 1e300])
 def test_a_temperature_float32_cannot_hold_is_refused_before_any_forward(model, temperature):
-    with _Forwards(model) as count, pytest.raises(ValueError) as err:
+    with ForwardCounter(model) as count, pytest.raises(ValueError) as err:
         il.generate(model, "ROMEO.", 3, temperature=temperature)
     text = str(err.value)
     assert text.startswith(f"temperature={temperature!r} is not allowed: expected temperature = 0 (greedy) or "
