@@ -210,13 +210,14 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
         if not answers:
             print(f"install: {urlsplit(choice.index_url).hostname} did not answer within 3 s.")
         torch_steps = [[*cmd, *quiet] for cmd in torch_commands(choice, answers)]
+    big = bool(torch_steps) and big_fallback(choice, sys.platform)  # asked once: it looks at pip's wheel folders
     if args.dry_run:
         for cmd in remove:
             print("would run:", " ".join(cmd))
         for cmd in torch_steps:
             fallback = choice.index_url is not None and "--index-url" not in cmd
             note = ("" if not fallback else "   (if the CPU index fails; asks first: PyPI's CUDA build, several GB)"
-                    if big_fallback(choice, sys.platform) else "   (if the CPU index fails)")
+                    if big else "   (if the CPU index fails)")
             print("would run:", " ".join(cmd) + note)
         print("would run:", " ".join(requirements), f"   (in {HERE})")
         return 0
@@ -224,7 +225,7 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
         run(cmd)
     for i, cmd in enumerate(torch_steps):
         fallback = choice.index_url is not None and "--index-url" not in cmd
-        if fallback and big_fallback(choice, sys.platform) and not agree_to_fallback(args.pypi_fallback, ask):
+        if fallback and big and not agree_to_fallback(args.pypi_fallback, ask):
             print(f"install: not downloading PyPI's CUDA build of torch ({SIZES['cuda']}). Fix: rerun python3 "
                   f"install.py when {urlsplit(choice.index_url).hostname} answers, or accept the CUDA build with "
                   "python3 install.py --pypi-fallback (a later python3 install.py --cpu replaces it).", file=sys.stderr)
@@ -233,7 +234,7 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
             break
         if i + 1 < len(torch_steps):
             print(f"install: {choice.index_url} did not answer or had no wheel; plain PyPI is next"
-                  + (" (on Linux that is the CUDA build, several GB)." if big_fallback(choice, sys.platform) else "."))
+                  + (" (on Linux that is the CUDA build, several GB)." if big else "."))
     else:
         if torch_steps:
             print("install: torch could not be installed (see pip's message above). "
