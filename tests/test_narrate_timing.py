@@ -50,6 +50,10 @@ def test_decode_floor_near_and_far():
     assert "tiny, sat at 7.1x" in near and "not spent reading weights" in near
     far = n04.decode_floor(6.0, 0.020, 0.002, 0.120, 495, "gpt2")
     assert "did NOT come near" in far and "tiny" not in far
+    # the stored run's case: the small model at 4.9x its floor is not "about as near" as the full shape at 2.7x
+    apart = n04.decode_floor(2.7, 0.0148, 0.00136, 0.0404, 494, "gpt2", small=("tiny", 4.9))
+    assert "not spent reading weights" in apart and "about as near" not in apart
+    assert "about as near" in n04.decode_floor(2.7, 0.0148, 0.00136, 0.0404, 494, "gpt2", small=("tiny", 3.5))
 
 
 def test_decode_gap_blames_python_only_when_the_profile_does():
@@ -95,6 +99,7 @@ def test_tpot_verdict_each_outcome():
     assert "step time **x3.2**" in memory and "TPOT **x0.50**" in memory and "x0.26 the bytes" in memory
     assert "**1.2x** the bandwidth floor, **10x** the compute floor" in memory  # 25/20, 25/2.5
     assert "Verdict: memory, as article 000 says" in memory and "INFERLAB_FULL_RUN" in memory
+    assert "32 times the arithmetic cost only x3.2 the step time" in memory  # the number, not "barely"
     assert "compute floor |\n\n**Verdict" in memory  # the verdict is a paragraph, not a row of the table
     assert "not memory alone" in n04.tpot_verdict(verdict(batch_time_x=20.0))
     slow_int8 = n04.tpot_verdict(verdict(bytes_time_x=1.3, compiled=True))

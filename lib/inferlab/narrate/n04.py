@@ -107,7 +107,7 @@ def decode_floor(times_floor: float, floor_s: float, compute_floor_s: float, ste
         name, x = small
         step = (tr("The loaded model, {name}, sat at {x:.1f}x its own floor: most of its step is not spent reading "
                    "weights (the profile below shows where it goes), which is why the lesson is timed on the full "
-                   "shape. ", name=name, x=x) if x > 2 * times_floor else
+                   "shape. ", name=name, x=x) if x > 1.5 * times_floor else
                 tr("The loaded model, {name}, sat at {x:.1f}x its own floor: about as near as the full shape. ",
                    name=name, x=x))
     head = tr("On {model} a decode step took {step}: **{times:.1f}x** its bandwidth floor ({floor}, the time to read "
@@ -214,10 +214,10 @@ def tpot_verdict(v: TpotVerdict) -> str:
     ]) + "\n\n"  # a blank line ends the table
     votes = [v.batch_time_x < v.batch / 4, v.bytes_time_x < 0.85, v.fast_s / v.bandwidth_floor_s < 3]
     if all(votes):
-        verdict = tr("**Verdict: memory, as article 000 says.** {b} times the arithmetic barely moved the step, fewer "
-                     "bytes per weight made each token faster, and the fastest step sits close to the bandwidth "
-                     "floor and far above the compute floor. Article 004's \"TPOT mainly depends on the GPU's "
-                     "compute\" does not hold for batch-1 decoding.", b=v.batch)
+        verdict = tr("**Verdict: memory, as article 000 says.** {b} times the arithmetic cost only x{x:.1f} the step "
+                     "time, fewer bytes per weight made each token faster, and the fastest step sits close to the "
+                     "bandwidth floor and far above the compute floor. Article 004's \"TPOT mainly depends on the "
+                     "GPU's compute\" does not hold for batch-1 decoding.", b=v.batch, x=v.batch_time_x)
     elif not votes[0]:
         verdict = tr("**Verdict: not memory alone on this machine.** {b} times the arithmetic cost x{x:.1f} the time, "
                      "so the step is not waiting on bytes only; this machine's arithmetic is slow next to its "
