@@ -5,6 +5,8 @@ The profiler, decode paths, compiler fallback and scoreboard are tested in ``tes
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from inferlab.cost import MachineProfile, Shape, prefill_cost
@@ -36,6 +38,9 @@ def test_quant_rows_and_chart(model, monkeypatch):
     assert rows[1].perplexity == 12.5 and "MB per step" in repr(rows[1])
     alone = speedups.quant_rows({"bf16": q.quantize(model, "bf16")}, PROMPT, 2, repeats=1)
     assert alone[0].predicted_speedup is None  # no fp32 row to compare with
+    scored = len(texts)
+    blind = speedups.quant_rows({"fp32": q.quantize(model, "fp32")}, PROMPT, 2, repeats=1, quality=False)
+    assert math.isnan(blind[0].perplexity) and len(texts) == scored  # random weights: no perplexity computed
     fig = speed.quant_chart(rows, bytes_per_s=1e9)
     assert list(fig.data[0].text) == ["fp32", "bf16"] and fig.data[1].name == "bytes / bandwidth"
     with pytest.raises(ValueError, match="QuantRow"):

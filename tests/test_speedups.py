@@ -7,6 +7,7 @@ paths agree on tokens, never how fast anything was.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -292,9 +293,31 @@ def test_narrate_attention_memory_quant_table_and_batching():
     assert "| int8 | 1.0 | 4.0x | 2.00x | 10.00 | 10.50 |" in table
     assert "fastest format here was **int8** (2.00x fp32's speed, 4.0x predicted" in table
     assert "largest perplexity was **int8**'s (10.50 against fp32's 10.00, +5.0%)" in table
+    assert "Slower than fp32 although they read fewer bytes: **bf16**" in table  # x0.8 for half the bytes
+    assert "short of the bytes' prediction by more than 20%: **int8**" in table  # 2.0x of a predicted 4.0x
+    assert "A hypothesis, not measured here" in table and "slow kernels" not in table
+    as_predicted = n08.quant_table([rows[0], speedups.QuantRow("int8", "", 1, 1, 0.1, 0.006, math.nan, 4.0, 3.5)])
+    assert "Every format reached at least 80%" in as_predicted and "hypothesis" not in as_predicted
+    assert "| int8 | 0.0 | 4.0x | 3.50x | 6.00 | - |" in as_predicted and "Quality" not in as_predicted  # nan
     batch = _sweep("decode-batch", (1, 8), (0.01, 0.02))  # 100 tokens/s at batch 1, 400 at batch 8
     assert ("From batch 1 to 8, total throughput went from **100** to **400 tokens/s** (4.0x) while each user's "
             "TPOT went from 10.00 to 20.00 ms (2.0x)") in n08.batching(batch)
+
+
+def test_narrate_quantization_on_two_models_names_a_format_that_wins_on_one_and_loses_on_the_other():
+    from inferlab.narrate import n08
+
+    def row(kind, speedup):
+        return speedups.QuantRow(kind, "", 1, 1, 0.1, 0.01 / speedup, math.nan, 2.0, speedup)
+
+    full, small = [row("fp32", 1.0), row("bf16", 0.17), row("int8", 2.5)], [row("fp32", 1.0), row("bf16", 1.16),
+                                                                             row("int8", 3.0)]
+    text = n08.quant_models(full, "gpt2", small, "tiny")
+    assert "bf16 0.17x on gpt2 and 1.16x on tiny" in text and "int8 2.50x on gpt2 and 3.00x on tiny" in text
+    assert "**bf16** won on one model and lost on the other" in text and "Notebook 07 (section 7.1)" in text
+    alike = n08.quant_models(full, "gpt2", [row("fp32", 1.0), row("bf16", 0.5)], "tiny")
+    assert "won or lost on both models alike" in alike and "int8" not in alike
+    assert "No weight format was timed on both models" in n08.quant_models(full, "gpt2", [row("fp32", 1.0)], "tiny")
 
 
 def test_narrate_the_decode_path_ladders_and_a_run_where_nothing_won():

@@ -15,6 +15,7 @@ Every path must produce the same greedy tokens; the rows carry them so notebooks
 
 from __future__ import annotations
 
+import math
 import statistics
 import warnings
 from collections.abc import Callable, Mapping
@@ -61,9 +62,10 @@ class QuantRow:
 
 
 def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats: int = 3,
-               text: str | None = None) -> list[QuantRow]:
+               text: str | None = None, quality: bool = True) -> list[QuantRow]:
     """Per ``inferlab.quantize.Quantized``: bytes, engine TTFT/TPOT (interleaved), perplexity on ``text``
-    (default: the held-out text, ``paths.heldout_text()``).
+    (default: the held-out text, ``paths.heldout_text()``). ``quality=False`` leaves perplexity out (``nan``):
+    for random weights (GPT-2's shape, timed only), whose perplexity means nothing.
 
     With an ``fp32`` entry, also ``predicted_speedup`` (its bytes per step / these) and
     ``measured_speedup`` (its TPOT / this TPOT).
@@ -71,7 +73,8 @@ def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats
     lat = interleave({k: (lambda v=v: generate(v.model, prompt, new_tokens, stop_at_eos=False).latency)
                       for k, v in quantized.items()}, repeats)
     rows = [QuantRow(k, v.method, v.weight_bytes, v.step_bytes, summarize([x.ttft for x in lat[k]]).median,
-                     summarize([x.tpot for x in lat[k]]).median, perplexity(v.model, text).perplexity)
+                     summarize([x.tpot for x in lat[k]]).median,
+                     perplexity(v.model, text).perplexity if quality else math.nan)
             for k, v in quantized.items()]
     ref = next((r for r in rows if r.kind == "fp32"), None)
     if ref is None:
