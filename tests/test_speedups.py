@@ -310,6 +310,8 @@ def test_narrate_attention_memory_quant_table_and_batching():
     assert "A hypothesis, not measured here" in table and "slow kernels" not in table
     as_predicted = n08.quant_table([rows[0], speedups.QuantRow("int8", "", 1, 1, 0.1, 0.006, math.nan, 4.0, 3.5)])
     assert "Every format reached at least 80%" in as_predicted and "hypothesis" not in as_predicted
+    none = n08.quant_table([rows[0], rows[2]])  # bf16 at x0.8: nothing beat fp32
+    assert "No format was faster than fp32 here" in none and "fastest format" not in none
     assert "| int8 | 0.0 | 4.0x | 3.50x | 6.00 | - |" in as_predicted and "Quality" not in as_predicted  # nan
     batch = _sweep("decode-batch", (1, 8), (0.01, 0.02))  # 100 tokens/s at batch 1, 400 at batch 8
     assert ("From batch 1 to 8, total throughput went from **100** to **400 tokens/s** (4.0x) while each user's "

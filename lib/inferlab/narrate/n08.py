@@ -112,9 +112,10 @@ def quant_table(rows: Sequence[QuantRow]) -> str:
              f"{r.measured_speedup:.2f}x | {r.tpot_s * 1e3:.2f} | {_ppl(r.perplexity)} |" for r in rows]
     best = max(rows, key=lambda r: r.measured_speedup)
     text = (tr("| weights | MB read per step | predicted speed-up | measured speed-up | TPOT (ms) | perplexity |")
-            + "\n|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n"
-            + tr("The fastest format here was **{best}** ({measured:.2f}x fp32's speed, {predicted:.1f}x predicted "
-                 "from the bytes). ", best=best.kind, measured=best.measured_speedup, predicted=best.predicted_speedup))
+            + "\n|---|---|---|---|---|---|\n" + "\n".join(lines) + "\n\n")
+    text += (tr("No format was faster than fp32 here. ") if best is rows[0] else
+             tr("The fastest format here was **{best}** ({measured:.2f}x fp32's speed, {predicted:.1f}x predicted "
+                "from the bytes). ", best=best.kind, measured=best.measured_speedup, predicted=best.predicted_speedup))
     slower = [r.kind for r in rows[1:] if r.measured_speedup < 1]
     short = [r.kind for r in rows[1:] if r.measured_speedup >= 1 and r.measured_speedup < 0.8 * r.predicted_speedup]
     if slower:
@@ -150,8 +151,8 @@ def quant_models(full_size: Sequence[QuantRow], full_name: str, bundled: Sequenc
     text = tr("Speed against fp32, the same formats on both models: {rows}. ", rows=rows)
     split = [a.kind for a, b in pairs if (a.measured_speedup < 1) != (b.measured_speedup < 1)]
     if split:
-        text += tr("**{kinds}** won on one model and lost on the other: whether a format pays off is a property of "
-                   "the model's matrix shapes on this machine, not of the format alone. ", kinds=join(split))
+        text += tr("**{kinds}** won on one model and lost on the other, on the same machine: whether a format pays "
+                   "off depends on the model (its matrix shapes), not on the format alone. ", kinds=join(split))
     else:
         text += tr("Each format won or lost on both models alike. ")
     return text + tr("Notebook 07 (section 7.1) timed 16-bit copies of {full_name}: its result is to be compared "
