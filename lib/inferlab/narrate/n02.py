@@ -110,5 +110,5 @@ def cohesion(groups: dict[str, tuple[float, float]], margin: float = 0.2) -> str
 
 def projection(kept: float) -> str:
     """What share of the chosen words' variance a PCA picture keeps, and what that means for reading it."""
-    return tr("The 2-D picture keeps {kept:.0%} of these words' variance, so a cluster missing from the table above can "
-              "appear in the picture by accident, and a real one can hide.", kept=kept)
+    return tr("The 2-D picture keeps {kept:.0%} of these words' variance, so a cluster missing from the table above "
+              "can appear in the picture by accident, and a real one can hide.", kept=kept)
