@@ -5,6 +5,8 @@ The profiler, decode paths, compiler fallback and scoreboard are tested in ``tes
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from inferlab.cost import MachineProfile, Shape, prefill_cost
@@ -36,6 +38,9 @@ def test_quant_rows_and_chart(model, monkeypatch):
     assert rows[1].perplexity == 12.5 and "MB per step" in repr(rows[1])
     alone = speedups.quant_rows({"bf16": q.quantize(model, "bf16")}, PROMPT, 2, repeats=1)
     assert alone[0].predicted_speedup is None  # no fp32 row to compare with
+    scored = len(texts)
+    blind = speedups.quant_rows({"fp32": q.quantize(model, "fp32")}, PROMPT, 2, repeats=1, quality=False)
+    assert math.isnan(blind[0].perplexity) and len(texts) == scored  # random weights: no perplexity computed
     fig = speed.quant_chart(rows, bytes_per_s=1e9)
     assert list(fig.data[0].text) == ["fp32", "bf16"] and fig.data[1].name == "bytes / bandwidth"
     with pytest.raises(ValueError, match="QuantRow"):
@@ -78,10 +83,10 @@ def test_bench_profiles_each_path_through_the_measure_module(model):
     result = bench.bench_model(model, prompt_tokens=8, new_tokens=3, repeats=1, variants=("engine", "fast"),
                                profile=True, log=lambda *_: None)
     assert list(result["profiles"]) == ["engine", "fast"]  # the variants' names, as measure.profile_paths returns
-    assert result["profiles"]["fast"]["label"] == "fast step" and result["profiles"]["fast"]["step_s"] > 0
+    assert result["profiles"]["fast"]["label"].startswith("fast step (") and result["profiles"]["fast"]["step_s"] > 0
     assert [r["name"] for r in result["product_rates"]["fast"]] == ["qkv", "attn_out", "fc", "mlp_out", "head"]
     text = bench.table([result])
-    assert "profile of one engine step (HF forward):" in text and "profile of one fast step:" in text
+    assert "profile of one engine step (HF forward):" in text and "profile of one fast step (" in text
 
 
 def test_apply_floors_by_hand():

@@ -109,7 +109,7 @@ def test_lists_and_tables_in_chinese(zh):
     table = n04.tpot_verdict(VERDICT)
     assert table.startswith("| 测量 | 结果 |\n|---|---|\n") and "**1.2 倍**" in table  # 25 ms / 20 ms
     assert "“这主要看硬件 GPU 的算力”" in chinese(table)  # article 004, quoted in its own words
-    groups = chinese(narrate.n02.cohesion({"numbers": (0.6, 0.1), "days": (0.15, 0.1)}, 0.31))
+    groups = chinese(narrate.n02.cohesion({"numbers": (0.6, 0.1), "days": (0.15, 0.1)}))
     assert "| 数字 | 0.60 | 0.10 | +0.50 |" in groups and "| 星期 |" in groups and "**数字**" in groups
 
 
@@ -130,7 +130,10 @@ SWEEP = [
     lambda: n01.language_cost(10, 4.2, "Hindi", 40, 8, 20), lambda: n01.language_cost(10, 4.2, "English", 10, 8, 6),
     lambda: n01.chat_template(2, 80, 30, ["<|im_start|>"], ["<|im_start|>"]),
     lambda: narrate.n02.shared_rows(100, 1000, 0.5), lambda: narrate.n02.shared_rows(0, 1000, 0.05),
-    lambda: narrate.n02.cohesion({"a": (0.5, 0.1)}, 0.31), lambda: narrate.n02.cohesion({"a": (0.2, 0.1)}, 0.31),
+    lambda: narrate.n02.cohesion({"a": (0.5, 0.1)}), lambda: narrate.n02.cohesion({"a": (0.2, 0.1)}),
+    lambda: narrate.n02.projection(0.31),
+    lambda: narrate.n02.neighbours(" king", [0.57, 0.3], [" day", " x"], [0.21, 0.2], 0.76, 0.99, 0.01, 0.4),
+    lambda: narrate.n02.neighbours(" king", [0.5, 0.3], [" day", " x"], [0.45, 0.2], 0.3, 0.8, 0.25, 0.6),
     lambda: n03.ablation(heads.Ablation([(1, None), (0, 1)], 1, 2.0, 2.5, None, None, 0.3), "x"),
     lambda: n03.kinds_summary(scores_with((2, 1), None)),
     lambda: n04.ceilings(cost.MachineProfile("cpu", "float32", 20e9, 100e9, 1, 1, bytes_per_s_range=(16e9, 20e9),

@@ -77,7 +77,9 @@ def test_decode_gap_blames_python_only_when_the_profile_does():
 def test_context_effect_flat_and_growing():
     flat = n04.context_effect((8, 512), (0.030, 0.033), (0.020, 0.021), 37.7e6, 495e6, 9.6)
     assert "(1.10x)" in flat and "37.7 MB" in flat and "changed 9.6x" in flat
-    assert "grew more than its floor" in n04.context_effect((8, 512), (0.03, 0.06), (0.02, 0.021), 1e6, 5e8, 9.6)
+    grew = n04.context_effect((8, 512), (0.03, 0.06), (0.02, 0.021), 1e6, 5e8, 9.6)
+    assert "grew more than its floor" in grew and "A hypothesis, not measured here" in grew
+    assert "not pure streaming" not in grew
 
 
 def test_batch_with_and_without_a_turn():
@@ -105,7 +107,12 @@ def test_tpot_verdict_each_outcome():
     slow_int8 = n04.tpot_verdict(verdict(bytes_time_x=1.3, compiled=True))
     assert "not every test agrees" in slow_int8 and "kernels for int8 are slower" in slow_int8
     assert "INFERLAB_FULL_RUN" not in slow_int8
-    assert "fixed costs still weigh" in n04.tpot_verdict(verdict(fast_s=0.1))
+    far = n04.tpot_verdict(verdict(fast_s=0.1))
+    assert "took 5.0x the bandwidth floor" in far and "notebook 08 profiles" in far  # 0.1 / 0.02, and where to look
+    assert "fixed costs" not in far  # no cause without a measurement beside it
+    four = n04.tpot_verdict(verdict(batch_time_x=4.0))  # x4.0 the step for x32 the FLOPs: the number, never "barely"
+    assert "only x4.0 the step time" in four and "barely" not in four
+    assert "not memory alone" in n04.tpot_verdict(verdict(batch_time_x=8.0))  # batch / 4: the threshold itself
 
 
 def test_myth_bandwidth_bound_or_not():

@@ -7,6 +7,7 @@ paths agree on tokens, never how fast anything was.
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 import torch
@@ -55,7 +56,7 @@ def test_profile_paths_profile_the_engine_and_each_decoder_after_the_same_prompt
                 "fast+compile": fast.FastDecoder(model, len(ids) + 8, weights="transposed")}  # a compile that lost
     profiles = profiling.profile_paths(model, ids, decoders, repeats=2, warmup=1)
     assert list(profiles) == ["engine", "fast", "fast+compile"]
-    assert [p.label for p in profiles.values()] == ["engine step (HF forward)", "fast step",
+    assert [p.label for p in profiles.values()] == ["engine step (HF forward)", "fast step (tied)",
                                                     "fast step (compile lost to transposed)"]
     assert all(p.groups["matmuls"] > 0 for p in profiles.values())
     calls = {name: count for name, _, count in profiles["fast"].top_ops}
@@ -67,11 +68,17 @@ def test_fast_decoders_are_the_measured_layout_and_the_compiled_one_when_asked(m
     decoders, left_out = speedups.fast_decoders(model, 32, PROMPT, compile=False)
     assert list(decoders) == ["fast"] and left_out == {}
     assert decoders["fast"].choice is not None and not decoders["fast"].compiled  # weights="auto", eager
-    compiled = fast.FastDecoder(model, 32, weights="tied")
+    other = next(w for w in ("tied", "transposed") if w != decoders["fast"].weights)  # a layout "fast" did not take
+    compiled = fast.FastDecoder(model, 32, weights=other)
     monkeypatch.setattr(speedups, "compiled_decoder", lambda *args, **kwargs: (compiled, None))
     decoders, _ = speedups.fast_decoders(model, 32, PROMPT, compile=True)
     assert list(decoders) == ["fast", "fast+compile"] and decoders["fast+compile"] is compiled
-    assert profiling.path_label("fast+compile", compiled) == "fast step (compile lost to tied)"
+    assert profiling.path_label("fast+compile", compiled) == f"fast step (compile lost to {other})"
+    assert profiling.path_label("fast", decoders["fast"]) == f"fast step ({decoders['fast'].weights})"  # the winner
+    same = fast.FastDecoder(model, 32, weights=decoders["fast"].weights)  # lost to the very layout "fast" runs
+    monkeypatch.setattr(speedups, "compiled_decoder", lambda *args, **kwargs: (same, None))
+    decoders, left_out = speedups.fast_decoders(model, 32, PROMPT, compile=True)
+    assert list(decoders) == ["fast"] and "which is the fast step already measured" in left_out["fast+compile"]
 
 
 def test_peak_bytes_sees_an_allocation():
@@ -98,13 +105,19 @@ def test_a_compiler_failure_is_reported_not_fatal(model, monkeypatch):
     assert "fast+compile left out: torch.compile failed" in bench.table([result])
 
 
-def test_a_compiled_candidate_that_lost_is_shown_with_the_winner(model, monkeypatch):
-    # weights="auto" with compile=True keeps an eager layout when it steps faster: the row must not say "compile"
+def test_a_compiled_candidate_that_lost_is_never_a_second_bar_of_the_same_path(model, monkeypatch):
+    # weights="auto" with compile=True keeps an eager layout when it steps faster: that path is already a row
     eager = speedups.FastDecoder(model, 32, weights="tied")
     monkeypatch.setattr(speedups, "compiled_decoder", lambda *args, **kwargs: (eager, None))
+    with pytest.warns(UserWarning, match=r"lost to the eager tied layout, already timed as 'fast \(tied head\)'"):
+        rows = speedups.decode_paths(model, PROMPT, 3, repeats=1, compile=True)
+    assert "fast + torch.compile" not in [r.label for r in rows] and rows[0].shown == rows[0].label
+    rows_layout = speedups.FastDecoder(model, 32, weights="tied")
+    rows_layout.compiled = True  # stands in for a compiled step: its row names the layout that won
+    monkeypatch.setattr(speedups, "compiled_decoder", lambda *args, **kwargs: (rows_layout, None))
     rows = speedups.decode_paths(model, PROMPT, 3, repeats=1, compile=True)
     assert rows[-1].label == "fast + torch.compile"  # the same name in every run: notebook 08 checks the labels
-    assert rows[-1].shown == "fast + torch.compile (lost to tied)" and rows[0].shown == rows[0].label
+    assert rows[-1].shown == "fast + torch.compile (tied)"
 
 
 def test_decode_paths_agree_and_ladder_chart(model):
@@ -292,9 +305,33 @@ def test_narrate_attention_memory_quant_table_and_batching():
     assert "| int8 | 1.0 | 4.0x | 2.00x | 10.00 | 10.50 |" in table
     assert "fastest format here was **int8** (2.00x fp32's speed, 4.0x predicted" in table
     assert "largest perplexity was **int8**'s (10.50 against fp32's 10.00, +5.0%)" in table
+    assert "Slower than fp32 although they read fewer bytes: **bf16**" in table  # x0.8 for half the bytes
+    assert "short of the bytes' prediction by more than 20%: **int8**" in table  # 2.0x of a predicted 4.0x
+    assert "A hypothesis, not measured here" in table and "slow kernels" not in table
+    as_predicted = n08.quant_table([rows[0], speedups.QuantRow("int8", "", 1, 1, 0.1, 0.006, math.nan, 4.0, 3.5)])
+    assert "Every format reached at least 80%" in as_predicted and "hypothesis" not in as_predicted
+    none = n08.quant_table([rows[0], rows[2]])  # bf16 at x0.8: nothing beat fp32
+    assert "No format was faster than fp32 here" in none and "fastest format" not in none
+    assert "| int8 | 0.0 | 4.0x | 3.50x | 6.00 | - |" in as_predicted and "Quality" not in as_predicted  # nan
     batch = _sweep("decode-batch", (1, 8), (0.01, 0.02))  # 100 tokens/s at batch 1, 400 at batch 8
     assert ("From batch 1 to 8, total throughput went from **100** to **400 tokens/s** (4.0x) while each user's "
             "TPOT went from 10.00 to 20.00 ms (2.0x)") in n08.batching(batch)
+
+
+def test_narrate_quantization_on_two_models_names_a_format_that_wins_on_one_and_loses_on_the_other():
+    from inferlab.narrate import n08
+
+    def row(kind, speedup):
+        return speedups.QuantRow(kind, "", 1, 1, 0.1, 0.01 / speedup, math.nan, 2.0, speedup)
+
+    full, small = [row("fp32", 1.0), row("bf16", 0.17), row("int8", 2.5)], [row("fp32", 1.0), row("bf16", 1.16),
+                                                                             row("int8", 3.0)]
+    text = n08.quant_models(full, "gpt2", small, "tiny")
+    assert "bf16 0.17x on gpt2 and 1.16x on tiny" in text and "int8 2.50x on gpt2 and 3.00x on tiny" in text
+    assert "**bf16** won on one model and lost on the other" in text and "Notebook 07 (section 7.1)" in text
+    alike = n08.quant_models(full, "gpt2", [row("fp32", 1.0), row("bf16", 0.5)], "tiny")
+    assert "won or lost on both models alike" in alike and "int8" not in alike
+    assert "No weight format was timed on both models" in n08.quant_models(full, "gpt2", [row("fp32", 1.0)], "tiny")
 
 
 def test_narrate_the_decode_path_ladders_and_a_run_where_nothing_won():

@@ -120,9 +120,13 @@ def path_label(name: str, decoder: FastDecoder | None = None) -> str:
     says which eager layout stepped faster), in the reader's language."""
     if name == "engine":
         return tr("engine step (HF forward)")
-    if name == "fast+compile" and decoder is not None and not decoder.compiled:
+    if decoder is None:
+        return {"fast": tr("fast step"), "fast+compile": tr("fast step, compiled")}.get(name, name)
+    if name == "fast+compile" and not decoder.compiled:
         return tr("fast step (compile lost to {weights})", weights=decoder.weights)
-    return {"fast": tr("fast step"), "fast+compile": tr("fast step, compiled")}.get(name, name)
+    # name the layout the decoder runs: two fast bars must never look like one path, nor one path like two
+    return {"fast": tr("fast step ({weights})", weights=decoder.weights),
+            "fast+compile": tr("fast step, compiled ({weights})", weights=decoder.weights)}.get(name, name)
 
 
 def profile_paths(model, ids: list[int], decoders: Mapping[str, FastDecoder], *, repeats: int = 10,

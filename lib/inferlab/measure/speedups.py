@@ -15,6 +15,7 @@ Every path must produce the same greedy tokens; the rows carry them so notebooks
 
 from __future__ import annotations
 
+import math
 import statistics
 import warnings
 from collections.abc import Callable, Mapping
@@ -61,9 +62,10 @@ class QuantRow:
 
 
 def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats: int = 3,
-               text: str | None = None) -> list[QuantRow]:
+               text: str | None = None, quality: bool = True) -> list[QuantRow]:
     """Per ``inferlab.quantize.Quantized``: bytes, engine TTFT/TPOT (interleaved), perplexity on ``text``
-    (default: the held-out text, ``paths.heldout_text()``).
+    (default: the held-out text, ``paths.heldout_text()``). ``quality=False`` leaves perplexity out (``nan``):
+    for random weights (GPT-2's shape, timed only), whose perplexity means nothing.
 
     With an ``fp32`` entry, also ``predicted_speedup`` (its bytes per step / these) and
     ``measured_speedup`` (its TPOT / this TPOT).
@@ -71,7 +73,8 @@ def quant_rows(quantized: Mapping, prompt: str, new_tokens: int = 16, *, repeats
     lat = interleave({k: (lambda v=v: generate(v.model, prompt, new_tokens, stop_at_eos=False).latency)
                       for k, v in quantized.items()}, repeats)
     rows = [QuantRow(k, v.method, v.weight_bytes, v.step_bytes, summarize([x.ttft for x in lat[k]]).median,
-                     summarize([x.tpot for x in lat[k]]).median, perplexity(v.model, text).perplexity)
+                     summarize([x.tpot for x in lat[k]]).median,
+                     perplexity(v.model, text).perplexity if quality else math.nan)
             for k, v in quantized.items()]
     ref = next((r for r in rows if r.kind == "fp32"), None)
     if ref is None:
@@ -152,6 +155,9 @@ def fast_decoders(model: Model, slots: int, prompt: str, *,
         dec, why = compiled_decoder(model, slots, prompt)
         if dec is None:
             left_out["fast+compile"] = why
+        elif not dec.compiled and dec.weights == decoders["fast"].weights:  # the same code path as "fast": one bar
+            left_out["fast+compile"] = tr("the compiled step lost to the eager {weights} layout, which is the fast "
+                                          "step already measured", weights=dec.weights)
         else:
             decoders["fast+compile"] = dec
     return decoders, left_out
@@ -175,9 +181,15 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
         decoders["fast (oneDNN packed)"] = FastDecoder(model, n, weights="packed")
     if compile:
         dec, why = compiled_decoder(model, n, prompt, cuda_graph=False)
+        same = next((k for k, d in decoders.items() if dec is not None and not dec.compiled
+                     and d.weights == dec.weights), None)  # weights="auto" kept an eager layout timed already
         if dec is None:
             warnings.warn(tr("decode_paths: left out fast + torch.compile ({why})", why=why), stacklevel=2)
-        else:  # weights="auto" may keep an eager layout that stepped faster here: the row's note says so
+        elif same is not None:  # never the same code path as two rows (two bars of one path)
+            warnings.warn(tr("decode_paths: left out fast + torch.compile (the compiled step lost to the eager "
+                             "{weights} layout, already timed as '{same}')", weights=dec.weights, same=same),
+                          stacklevel=2)
+        else:  # an eager layout not timed above keeps the row, its note says so; a compiled one names its layout
             decoders["fast + torch.compile"] = dec
     if model.device.type == "cuda":
         decoders["fast + CUDA graph"] = FastDecoder(model, n, cuda_graph=True)
@@ -188,8 +200,9 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
 
     def note(k: str) -> str:
         dec = decoders.get(k)
-        lost = dec is not None and k.endswith("compile") and not dec.compiled
-        return tr("lost to {weights}", weights=dec.weights) if lost else ""
+        if dec is None or not k.endswith("compile"):
+            return ""
+        return tr("lost to {weights}", weights=dec.weights) if not dec.compiled else dec.weights  # the winning layout
 
     return [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median, vals[0][2],
                     decoders[k].extra_bytes if k in decoders else None, note(k))

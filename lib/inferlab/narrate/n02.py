@@ -30,37 +30,35 @@ def shared_rows(n_shared: int, vocab: int, pair_median: float) -> str:
 
 
 def neighbours(query: str, cosines: list[float], tokens: list[str], chance: list[float], pair_median: float,
-               pair_top: float, own_median: float, margin: float = 0.1) -> str:
-    """``query``'s neighbours judged against random pairs of learned tokens (median, 99th percentile ``pair_top``)
-    and against a random table at the same rank (``chance``); ``own_median``: the query's median with random tokens.
+               pair_top: float, own_median: float, own_top: float, margin: float = 0.1) -> str:
+    """``query``'s neighbours judged first against the query's own background (its cosines with random learned
+    tokens: median ``own_median``, 99.9th percentile ``own_top``, ``VocabSpace.background``) and against a random
+    table at the same rank (``chance``); then what random pairs of other tokens score (median ``pair_median``, 99th
+    percentile ``pair_top``, ``VocabSpace.typical_cosine``) and why that yardstick can mislead.
     """
-    above = [t for t, c in zip(tokens, cosines) if c > pair_top]
-    over_median = [t for t, c in zip(tokens, cosines) if c > pair_median]
-    text = tr("The best neighbour of {query!r} scores {best:.2f}. Random pairs of learned tokens have median cosine "
-              "{median}, and 1% of them score above {top}. ", query=query, best=cosines[0],
-              median=_num(pair_median), top=_num(pair_top))
-    if above:
-        text += tr("{n} of the {total} neighbours are above that 1%: {above}. ", n=len(above), total=len(tokens),
-                   above=above)
-    elif len(over_median) == 1:
-        text += tr("None is in that top 1%; {n} of {total} scores above the median of random pairs ({over}), the "
-                   "rest below it. ", n=len(over_median), total=len(tokens), over=over_median)
-    elif over_median:
-        text += tr("None is in that top 1%; {n} of {total} score above the median of random pairs ({over}), the "
-                   "rest below it. ", n=len(over_median), total=len(tokens), over=over_median)
-    else:
-        text += tr("**None of the neighbours scores even as high as a typical random pair**: by raw cosine, nothing "
-                   "in this list is closer to it than two tokens picked at random. ")
+    above = [t for t, c in zip(tokens, cosines) if c > own_top]
+    text = tr("Against its own background: {query!r} has median cosine {own} with a random learned token, and only 1 "
+              "random token in 1,000 scores above {own_top}. ", query=query, own=_num(own_median),
+              own_top=_num(own_top))
+    text += (tr("**{n} of its {total} neighbours score above that** (best {best:.2f}): {above}. ", n=len(above),
+                total=len(tokens), best=cosines[0], above=above) if above else
+             tr("**None of its {total} neighbours scores above that** (best {best:.2f}): none stands out from what "
+                "random tokens score against it. ", total=len(tokens), best=cosines[0]))
     beat = [t for t, c, r in zip(tokens, cosines, chance) if c - r > margin]
     text += (tr("Against a random table with no structure (the black ticks), {n} of {total} beat the score at their "
                 "rank by more than {margin}. ", n=len(beat), total=len(tokens), margin=margin) if beat else
              tr("Nor does any neighbour clearly beat a random table with no structure (the black ticks). "))
+    text += tr("A third yardstick, random pairs of *other* learned tokens, has median {median} and a 99th percentile "
+               "of {top}. ", median=_num(pair_median), top=_num(pair_top))
+    if pair_top > 0.9:
+        text += tr("A 99th percentile that high means at least 1% of random pairs point in almost the same direction: "
+                   "a crowd of learned rows sits in one narrow cone (why is a hypothesis, not measured here: e.g. "
+                   "rows of rare tokens that training moved little, and alike). ")
     if own_median < pair_median - 0.2:
-        text += tr("Both facts hold because most learned rows lean the same way while the row of {query!r} does not "
-                   "(its median cosine with a random token is {own}): the list ranks the rows least far from it. "
-                   "Whether they share its meaning is for you to read, not something these cosines prove.",
-                   query=query, own=_num(own_median))
-    return text
+        text += tr("{query!r} is not in that crowd (its own median is {own}, against {median} for random pairs), so "
+                   "that yardstick says nothing about it: its neighbours are judged against its own background "
+                   "above.", query=query, own=_num(own_median), median=_num(pair_median))
+    return text.rstrip()
 
 
 def row_strips(n_rows: int, d_model: int, norm_min: float, norm_max: float, largest: float) -> str:
@@ -96,7 +94,7 @@ def token_vs_position(tok_norm: float, pos_norm: float) -> str:
               "receives.", tok=tok_norm, pos=pos_norm)
 
 
-def cohesion(groups: dict[str, tuple[float, float]], kept: float, margin: float = 0.2) -> str:
+def cohesion(groups: dict[str, tuple[float, float]], margin: float = 0.2) -> str:
     """A table of group cohesion against background, then which groups are clearly together.
 
     Group names are shown as given (the notebook chooses them, in the reader's language).
@@ -107,6 +105,10 @@ def cohesion(groups: dict[str, tuple[float, float]], kept: float, margin: float 
     verdict = (tr("Groups clearly above their background (difference above {margin}): **{groups}**.", margin=margin,
                   groups=join(together)) if together else
                tr("No group is clearly above its background (no difference above {margin}).", margin=margin))
-    return ("\n".join(rows) + "\n\n" + verdict + tr(" The 2-D picture keeps {kept:.0%} of these words' variance, so a "
-                                                    "cluster missing from this table can appear in the picture by "
-                                                    "accident, and a real one can hide.", kept=kept))
+    return "\n".join(rows) + "\n\n" + verdict
+
+
+def projection(kept: float) -> str:
+    """What share of the chosen words' variance a PCA picture keeps, and what that means for reading it."""
+    return tr("The 2-D picture keeps {kept:.0%} of these words' variance, so a cluster missing from the table above "
+              "can appear in the picture by accident, and a real one can hide.", kept=kept)

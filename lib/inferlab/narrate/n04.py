@@ -181,8 +181,10 @@ def context_effect(contexts, medians, floors, kv_bytes_last: float, weight_bytes
               f1=ms(f1), fx=f1 / f0, kv=kv_bytes_last / 1e6, w=weight_bytes / 1e6)
     if d1 / d0 < 1.5:
         return text + tr("Compare with prefill, whose time changed {x:.1f}x over its sweep.", x=prefill_growth)
-    return text + tr("The measured step grew more than its floor: attention over a long context costs more time than "
-                     "its bytes alone predict on this machine (its operators are not pure streaming).")
+    return text + tr("The measured step grew more than its floor: something in the step costs more than its bytes "
+                     "predict as the context grows. A hypothesis, not measured here: attention over a long cache runs "
+                     "below streaming speed on this machine. Profiling one step at each context "
+                     "(`measure.profile_step`) would show which operators grew.")
 
 
 def batch(b_max: int, grow: float, gain: float, turn: int | None, predicted_turn: int | None) -> str:
@@ -229,7 +231,9 @@ def tpot_verdict(v: TpotVerdict) -> str:
                           "{label} are slower per byte than its float32 ones, so the test changed more than the "
                           "bytes. ", label=v.bytes_label)
         if not votes[2]:
-            verdict += tr("Even the fastest step stays far from the bandwidth floor, so fixed costs still weigh.")
+            verdict += tr("Even the fastest step took {x:.1f}x the bandwidth floor: something besides reading the "
+                          "weights still takes time. Section 6 profiles the engine's step; notebook 08 profiles the "
+                          "fast one and measures what the rest is.", x=v.fast_s / v.bandwidth_floor_s)
     note = "" if v.compiled else tr("(Timed on the eager fast path: compiling the step takes too long for the test "
                                     "suite; set `INFERLAB_FULL_RUN=1` for the compiled step.)")
     return table + verdict + "\n\n" + note

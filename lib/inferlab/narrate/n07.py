@@ -107,10 +107,12 @@ def dtypes(tpots: Mapping[str, float], weight_bytes: Mapping[str, float], device
     if best != "float32" and tpots[best] < 0.8 * ref_t:
         return text + tr("**{best}** was fastest. A decode step's time follows the bytes it reads: half the bytes per "
                          "weight, about half the time to stream them, as a memory-bound step should.", best=best)
-    return text + tr("Half the bytes did NOT make decode faster here: this device has no fast kernels for the 16-bit "
-                     "formats, so it converts each weight back to float32 as it multiplies, and that work costs more "
-                     "than the bytes it saves. On a GPU (or a CPU with native 16-bit arithmetic) the same step takes "
-                     "about half the time, because there the step's time is its bytes.")
+    return text + tr("Half the bytes did NOT make decode clearly faster here, so on this {device} something other than "
+                     "the bytes set the 16-bit step's time. A hypothesis, not measured in this cell: its matrix "
+                     "kernels for 16-bit formats are slow, e.g. converting each weight to float32 as they multiply. "
+                     "To test it, profile one 16-bit decode step (`measure.profile_step`) and compare its *matmuls* "
+                     "with float32's. Where the hardware multiplies 16-bit numbers natively (most GPUs), the step "
+                     "reads half the bytes and should take about half the time.", device=device.upper())
 
 
 def batching(b0: int, b1: int, tpot0: float, tpot1: float, rate0: float, rate1: float, prefill_x: float,
