@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from inferlab.tools.notebook_tools import notebooks_in, problems, stored_text
+from inferlab.tools.notebook_tools import edition_problems, notebooks_in, problems, stored_text
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = notebooks_in(ROOT)  # this checkout's notebooks (both editions), not the installed library's
@@ -37,6 +37,13 @@ def test_there_are_notebooks():
 @pytest.mark.parametrize("path", ALL, ids=_id)
 def test_stored_outputs_are_fresh(path: Path):
     assert problems(path) == [], f"{path.name}: " + "; ".join(problems(path))
+
+
+def test_timing_notebooks_of_an_edition_agree():
+    """The gate's reference decode step (GPT-2's shape, batch 1) agrees across the timing notebooks of each edition
+    (``inferlab.gate``; each notebook's own rules are part of ``problems``)."""
+    found = edition_problems(ALL)
+    assert not found, "\n".join(f"{_id(p)}: {issue}" for p, issues in found.items() for issue in issues)
 
 
 @pytest.mark.parametrize("path", ALL, ids=_id)

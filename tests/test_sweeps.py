@@ -207,7 +207,8 @@ def test_each_run_is_judged_against_the_floor_at_its_own_rate(monkeypatch):
         measure.machine.x_floor_paired([], [], floor_at)
 
 
-def test_machine_profile_is_measured_once_and_keeps_the_spread(monkeypatch):
+def test_machine_profile_is_measured_once_and_keeps_the_spread(monkeypatch, tmp_path):
+    monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))  # the profile file too: never the session's or the learner's
     rates = iter([[4e9, 5e9, 4.5e9], [40e9, 50e9, 30e9], [6e9], [60e9]])   # bandwidth then matmul, twice
     calls = []
 

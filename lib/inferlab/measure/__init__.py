@@ -1,6 +1,7 @@
 """Measuring this machine: one result type per measurement, each timed once, on ``timing.time_call``.
 
-    machine.py      the two ceilings: ``machine_profile`` (measured once per process, reused everywhere),
+    machine.py      the two ceilings: ``machine_profile`` (measured once per machine, kept on disk with its age,
+                    reused by every notebook; ``refresh=True`` re-measures),
                     ``measure_bandwidth`` (copy or read), ``measure_matmul``, ``measure_machine``
     sweeps.py       ``Sweep`` (every repeat at every size) and ``prefill_sweep``, ``decode_sweep``,
                     ``batch_sweep`` (decode or prefill, engine or fast path), ``turn_batch``
@@ -16,7 +17,8 @@
     profiling.py    ``profile_step`` (where one step's time goes), ``op_group``, ``peak_bytes``
 
 Counting (FLOPs, bytes, floors) is ``inferlab.cost``; figures are ``inferlab.viz``; the command-line
-benchmark is ``python -m inferlab.tools.bench``.
+benchmark is ``python -m inferlab.tools.bench``. In a notebook, the measurements leave the few numbers the
+gate on disturbed runs judges (``inferlab.gate``).
 
     >>> from inferlab import measure
     >>> machine = measure.machine_profile(m.device)                      # doctest: +SKIP

@@ -10,11 +10,13 @@ cached run's tokens. ``inferlab.viz.kvcache.cache_timing_figure`` draws the resu
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from .. import gate
 from ..engine import decode_step, forward_full, generate, prefill
 from ..errors import check_number
 from ..i18n import tr
@@ -122,6 +124,10 @@ def compare_cache(model: Model, prompt: str, new_tokens: int, *, repeats: int = 
                        for c in (True, False)}, repeats, warmup=0)
     with_cache, without = runs[True][0], runs[False][0]
     cached, uncached = step_logits(model, with_cache.prompt_ids, with_cache.generated_ids)
+    decode = [s for run in runs[True] for s in (x.seconds for x in run.steps[1:])]  # step 0 is the prefill
+    if decode:
+        gate.step(model.info, statistics.median(decode), via="compare_cache (with the cache)",
+                  context=len(with_cache.prompt_ids))
     return CacheComparison(
         len(with_cache.prompt_ids), tuple(with_cache.generated_ids), tuple(without.generated_ids),
         tuple(tuple(s.seconds for s in t.steps) for t in runs[True]),

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import hub, scale
+from .. import gate, hub, scale
 from ..cost import Shape, flops_per_token
 from ..engine import decode_step, generate, prefill
 from ..errors import bad_value, check_number
@@ -129,7 +129,10 @@ def measure(model: Model, prompt: str, max_new_tokens: int = 32, *, repeats: int
     check_number("warmup", warmup, low=0, integer=True, fix="use 0 to keep the cold first call")
     traces = [generate(model, prompt, max_new_tokens, stop_at_eos=stop_at_eos, **sampling)
               for _ in range(warmup + repeats)]  # the warm-up runs are kept: notebook 07 shows the cold one
-    return _measurement(model, traces[warmup:], traces[:warmup], max_new_tokens, stop_at_eos, sampling)
+    result = _measurement(model, traces[warmup:], traces[:warmup], max_new_tokens, stop_at_eos, sampling)
+    if all(r.n_tokens > 1 for r in result.runs):  # TPOT: the engine's decode step, as a request sees it
+        gate.step(model.info, result.tpot.median, via="measure (TPOT)", context=result.prompt_tokens)
+    return result
 
 
 def _measurement(model: Model, traces: Sequence[Trace], warm: Sequence[Trace], max_new_tokens: int,
@@ -274,6 +277,8 @@ def first_token_parts(model: Model, prompt: str, *, repeats: int = 7, warmup: in
 
     shape = Shape.from_info(model.info)
     head = 2 * shape.vocab_size * shape.d_model / flops_per_token(shape, len(ids))
-    return FirstToken(model.info.name, len(ids), median(lambda: prefill(model, [ids])),
-                      median(lambda: prefill(model, [ids[-1:]])), median(lambda: decode_step(model, ids[-1], cache)),
-                      head)
+    parts = FirstToken(model.info.name, len(ids), median(lambda: prefill(model, [ids])),
+                       median(lambda: prefill(model, [ids[-1:]])), median(lambda: decode_step(model, ids[-1], cache)),
+                       head)
+    gate.step(model.info, parts.decode_s, via="first_token_parts", context=len(ids))
+    return parts

@@ -9,27 +9,40 @@
 - ``rate_then`` and ``x_floor_paired``: each run of a compute-bound job paired with the matmul rate measured
   just before it, and the median of each run against the floor at its own rate (the machine's speed can
   drift between a profile taken at the start and a timing minutes later).
-- ``machine_profile``: ``measure_machine`` once per process and device/dtype, then the same profile for
-  every figure and sentence (floors no longer drift between notebooks); ``refresh=True`` measures again.
+- ``machine_profile``: ``measure_machine`` once per machine, device and dtype, then the same profile for every
+  figure and sentence of every notebook (floors no longer drift between notebooks): kept in this process and in
+  a small JSON file beside the fast path's layout choices (``profile_file()``), with when it was measured, which
+  its ``repr`` prints; ``refresh=True`` measures again.
 
 Each times its operation with ``timing.time_call`` (warm-up, device sync, repeats) and keeps the
 best repeat: a ceiling is what the machine *can* do, so noise only ever makes it look lower.
 
     >>> machine_profile()      # doctest: +SKIP
-    MachineProfile(cpu float32: 21.4 GB/s copy bandwidth, 160.2 GFLOP/s matmul, ridge 7.5 FLOP/B, best of 7 runs ...)
+    MachineProfile(cpu float32: 21.4 GB/s copy bandwidth, 160.2 GFLOP/s matmul, ridge 7.5 FLOP/B, best of 7 runs ...);
+    measured 3 days ago (2026-11-30 14:02 UTC) on AMD EPYC 7B13, 2 threads; machine_profile(refresh=True) re-measures
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import os
 import statistics
+import time
+import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar
 
 import torch
 
+from .. import gate
 from ..checkpoints import resolve_device
 from ..cost import MachineProfile
 from ..errors import bad_value, check_number
+from ..fast.choice import cache_file, cpu_name
+from ..i18n import tr
 from ..timing import time_call
 
 BANDWIDTH_KINDS = ("copy", "read")
@@ -122,18 +135,123 @@ def measure_machine(device="cpu", dtype=torch.float32, *, copy_mb: int | None = 
                           bytes_per_s_range=(min(bw), max(bw)), flops_per_s_range=(min(mm), max(mm)), runs=repeats)
 
 
-_PROFILES: dict[tuple[str, str], MachineProfile] = {}
+# ----------------------------------------------------------------------------- one profile for the whole course
+FORMAT = 1  # the profile file's layout; a file of another layout is ignored (and rewritten on the next save)
 
 
-def machine_profile(device=None, dtype=None, *, refresh: bool = False) -> MachineProfile:
-    """This machine's ceilings, measured once per process (best of 7 runs) and reused by every caller.
+@dataclass(frozen=True, repr=False)
+class SavedProfile(MachineProfile):
+    """A ``MachineProfile`` that says when and where it was measured (``machine_profile`` keeps these)."""
+
+    measured_at: float = 0.0  # seconds since the epoch (time.time())
+    machine: str = ""  # the CPU (or GPU) and thread count it was measured on
+    source: str = "measured"  # "measured" in this process, or "saved" (read back from profile_file())
+
+    def age(self, now: float | None = None) -> str:
+        """How long ago it was measured, in words: "just now", "5 minutes ago", "3 days ago"."""
+        seconds = max(0.0, (time.time() if now is None else now) - self.measured_at)
+        if seconds >= 2 * 86400:
+            return tr("{n} days ago", n=int(seconds // 86400))
+        if seconds >= 2 * 3600:
+            return tr("{n} hours ago", n=int(seconds // 3600))
+        if seconds >= 120:
+            return tr("{n} minutes ago", n=int(seconds // 60))
+        return tr("just now")
+
+    def __repr__(self) -> str:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(self.measured_at))
+        return tr("{profile}; measured {age} ({when}) on {machine}; machine_profile(refresh=True) re-measures",
+                  profile=MachineProfile.__repr__(self), age=self.age(), when=when, machine=self.machine)
+
+
+def profile_file() -> Path:
+    """Where profiles are kept between processes: ``machine_profile.json`` beside the fast path's choices
+    (``$INFERLAB_CACHE``, else ``~/.cache/inferlab/``). JSON only: reading it can never run code."""
+    return cache_file().parent / "machine_profile.json"
+
+
+def machine_key(device: torch.device, dtype: torch.dtype) -> str:
+    """What a profile holds for: the CPU model, its core count, the threads torch uses, torch's version, the
+    device (with a GPU's name) and the dtype. Another machine, or the same one with other threads, measures anew."""
+    gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
+    return json.dumps({"cpu": cpu_name(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
+                       "torch": torch.__version__, "device": str(device), "gpu": gpu, "dtype": str(dtype)})
+
+
+def _describe(device: torch.device) -> str:
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    return tr("{name}, {threads} threads", name=name, threads=torch.get_num_threads())
+
+
+def _read_profiles() -> dict:
+    """The profile file's entries (key -> fields); a missing file is empty, an unreadable or foreign one is
+    ignored with a warning that says so (it is replaced on the next save)."""
+    path = profile_file()
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return {}
+    except (OSError, ValueError) as e:  # not JSON (a truncated write, a pickle, another program's file)
+        return _ignore(path, f"{type(e).__name__}: {e}")
+    if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("profiles"), dict):
+        return _ignore(path, tr("not a machine-profile file of format {format}", format=FORMAT))
+    return data["profiles"]
+
+
+def _ignore(path: Path, why: str) -> dict:
+    warnings.warn(tr("machine_profile: ignored {path} ({why}); this machine is measured again and the file "
+                     "rewritten. Delete the file if another program owns it.", path=path, why=str(why)[:200]),
+                  UserWarning, stacklevel=4)
+    return {}
+
+
+def _from_entry(entry) -> SavedProfile | None:
+    """A saved entry back as a profile, or None when it lacks a field or holds the wrong type."""
+    try:
+        fields = {f.name: entry[f.name] for f in dataclasses.fields(SavedProfile)
+                  if f.name in entry or f.default is dataclasses.MISSING}
+        for name in ("bytes_per_s_range", "flops_per_s_range"):
+            if fields.get(name) is not None:
+                fields[name] = tuple(float(v) for v in fields[name])
+        profile = SavedProfile(**{**fields, "source": "saved"})
+        ok = [isinstance(getattr(profile, k), (int, float)) and getattr(profile, k) > 0
+              for k in ("bytes_per_s", "flops_per_s", "measured_at")]
+        return profile if all(ok) and isinstance(profile.machine, str) else None
+    except (TypeError, KeyError, ValueError):
+        return None
+
+
+def _save(key: str, profile: SavedProfile) -> None:
+    """Add ``profile`` to the file (atomically: two processes saving at once leave one whole file);
+    silently skipped where the folder cannot be written."""
+    path = profile_file()
+    entry = {k: v for k, v in profile.to_dict().items() if k != "source"}
+    data = {"format": FORMAT, "profiles": {**_read_profiles(), key: entry}}
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+_PROFILES: dict[str, SavedProfile] = {}  # this process's profiles, by machine_key
+
+
+def machine_profile(device=None, dtype=None, *, refresh: bool = False) -> SavedProfile:
+    """This machine's ceilings, measured once (best of 7 runs) and reused by every caller of every notebook.
 
     Args:
         device: ``None`` (the best device present: CUDA, then MPS, then CPU), or a name / ``torch.device``.
         dtype: ``None`` (float32) or a ``torch.dtype`` such as ``torch.float16`` (matmul rates differ by dtype).
-        refresh: measure again and replace the stored profile (e.g. after the machine got quieter).
+        refresh: measure again and replace the kept profile (e.g. after the machine got quieter).
 
-    Every notebook cell, figure and sentence that needs a floor should call this, so they all agree.
+    The profile is kept in this process and in ``profile_file()``, under ``machine_key`` (CPU, cores, threads,
+    torch, device, dtype); its ``repr`` says how long ago it was measured. A measurement whose runs disagree by
+    more than ``inferlab.gate.SPREAD_MAX`` (the machine was busy) is used in this process but not saved, and a
+    notebook shows that its run was disturbed. Every notebook cell, figure and sentence that needs a floor calls
+    this, so they all agree.
 
         >>> machine_profile() is machine_profile()      # doctest: +SKIP
         True
@@ -142,7 +260,15 @@ def machine_profile(device=None, dtype=None, *, refresh: bool = False) -> Machin
     dtype = torch.float32 if dtype is None else dtype
     if not isinstance(dtype, torch.dtype):
         raise bad_value("dtype", dtype, "None or a torch.dtype", "e.g. dtype=torch.float32")
-    key = (str(device), str(dtype))
+    key = machine_key(device, dtype)
     if refresh or key not in _PROFILES:
-        _PROFILES[key] = measure_machine(device, dtype, repeats=7)
+        saved = None if refresh else _from_entry(_read_profiles().get(key))
+        if saved is None:
+            measured = measure_machine(device, dtype, repeats=7)
+            saved = SavedProfile(**{f.name: getattr(measured, f.name) for f in dataclasses.fields(MachineProfile)},
+                                 measured_at=time.time(), machine=_describe(device))
+            if max(saved.spread.values()) <= gate.SPREAD_MAX:
+                _save(key, saved)
+        _PROFILES[key] = saved
+    gate.machine(_PROFILES[key])
     return _PROFILES[key]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from .. import gate
 from ..engine import decode_step, prefill
 from ..fast import FastDecoder
 from ..i18n import tr
@@ -112,6 +113,7 @@ def profile_step(step, *, label: str = "step", repeats: int = 10, warmup: int = 
     groups["Python & dispatch"] = 0.0  # the rest of the wall time, whatever the profiler saw there
     groups["Python & dispatch"] = max(0.0, step_s - sum(groups.values()))
     top = sorted(((n, t, c) for n, (t, c) in per_op.items()), key=lambda r: -r[1])[:12]
+    gate.profile(label, step_s, groups, rest="Python & dispatch")
     return StepProfile(label, step_s, groups, tuple(top))
 
 
@@ -148,6 +150,10 @@ def profile_paths(model, ids: list[int], decoders: Mapping[str, FastDecoder], *,
         dec.prefill([ids])
         out[name] = profile_step(lambda d=dec: d.step(0), label=path_label(name, dec), repeats=repeats, warmup=warmup,
                                  device=device)
+    gate.step(model.info, out["engine"].step_s, via="profile_paths (engine)", context=len(ids))
+    for name, dec in decoders.items():
+        if dec.choice is not None:  # weights="auto": the layout this machine chose (the gate's "fast" rule)
+            gate.step(model.info, out[name].step_s, via=f"profile_paths ({name})", path="fast", context=len(ids))
     return out
 
 

@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 
+from .. import gate
 from ..cost import MachineProfile, Shape, prefill_floor_at
 from ..engine import generate, prefill
 from ..fast import FastDecoder, onednn_packing
@@ -204,9 +205,16 @@ def decode_paths(model: Model, prompt: str, new_tokens: int = 16, *, repeats: in
             return ""
         return tr("lost to {weights}", weights=dec.weights) if not dec.compiled else dec.weights  # the winning layout
 
-    return [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median, vals[0][2],
+    rows = [PathRow(k, summarize([v[0] for v in vals]).median, summarize([v[1] for v in vals]).median, vals[0][2],
                     decoders[k].extra_bytes if k in decoders else None, note(k))
             for k, vals in results.items()]
+    context = len(model.encode(prompt))
+    for r in rows:  # the engine's step, and a fast path in the layout this machine chose (inferlab.gate)
+        chosen = r.label in decoders and decoders[r.label].choice is not None
+        if r.label == "engine (DynamicCache)" or chosen:
+            gate.step(model.info, r.tpot_s, via=f"decode_paths ({r.label})", path="fast" if chosen else "engine",
+                      context=context)
+    return rows
 
 
 @dataclass(frozen=True)

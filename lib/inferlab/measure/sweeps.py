@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
+from .. import gate
 from ..engine import decode_step, prefill
 from ..errors import bad_value, check_number
 from ..fast import FastDecoder
@@ -172,9 +173,17 @@ def decode_sweep(model: Model, contexts: Sequence[int], *, repeats: int = 5, war
     contexts = check_sizes("contexts", contexts, 1, model.info.n_ctx - warmup - repeats)
     times = [_times(decode_call(model, c, batch, warmup + repeats, path, **options), model, repeats, warmup)
              for c in progress(contexts, tr("decode"))]
-    return Sweep("decode", tr("context (tokens in the cache)"), contexts, tuple(times), tuple(batch for _ in contexts),
-                 batch=batch, context=contexts[0], **meta(model),
-                 note=tr("each repeat adds one position (contexts C to C+{last})", last=warmup + repeats - 1))
+    sweep = Sweep("decode", tr("context (tokens in the cache)"), contexts, tuple(times), tuple(batch for _ in contexts),
+                  batch=batch, context=contexts[0], **meta(model),
+                  note=tr("each repeat adds one position (contexts C to C+{last})", last=warmup + repeats - 1))
+    if batch == 1 and _chosen_path(path, options):
+        gate.step(model.info, sweep.medians[0], via="decode_sweep", path=path, context=contexts[0])
+    return sweep
+
+
+def _chosen_path(path: str, options: dict) -> bool:
+    """The engine, or the fast path in the layout this machine chose: what the gate compares (``inferlab.gate``)."""
+    return path == "engine" or options.get("weights", "auto") == "auto"
 
 
 def _out_of_memory(exc: BaseException) -> bool:
@@ -213,8 +222,12 @@ def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repe
     if not done:
         raise RuntimeError(f"batch_sweep: even batch {batches[0]} ran out of memory. Fix: use a smaller context.")
     tokens = tuple(done) if job == "decode" else tuple(b * context for b in done)
-    return Sweep(f"{job}-batch", tr("batch size (sequences)"), tuple(done), tuple(times), tokens, batch=1,
-                 context=context, **meta(model), note=note)
+    sweep = Sweep(f"{job}-batch", tr("batch size (sequences)"), tuple(done), tuple(times), tokens, batch=1,
+                  context=context, **meta(model), note=note)
+    gate.batch(model.info, sweep.xs, sweep.medians, via=f"batch_sweep({job}, {path})", job=job, path=path)
+    if job == "decode" and sweep.xs[0] == 1 and _chosen_path(path, options):
+        gate.step(model.info, sweep.medians[0], via="batch_sweep (batch 1)", path=path, context=context)
+    return sweep
 
 
 def turn_batch(sweep: Sweep, factor: float = 2.0) -> int | None:

@@ -15,6 +15,10 @@ whatever this shell says: the stored run is the lesson) and stamps a hash of its
 into its metadata; ``check`` (and ``tests/test_notebooks_stored.py``) fails when a notebook was edited after
 it was run, was never run, was run at the test scale, has an error output, or cannot be read. Time the
 notebooks on a quiet machine: nothing else heavy (the test suite, a training run) running beside them.
+``check`` also applies the gate on disturbed runs (``inferlab.gate``) to the numbers a timing notebook stored in
+its outputs' metadata: a timing notebook with no such evidence, or whose evidence breaks a rule (within the
+notebook, or against the other timing notebooks of its edition), fails, naming the rule, the numbers and the
+command that re-executes it.
 
 What it checks is what git holds: in a git checkout, a tracked notebook is read from git's index (the
 committed version, or the staged one), not from the working tree. A learner who opened, ran and autosaved
@@ -43,6 +47,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -50,7 +55,7 @@ import threading
 import time
 from pathlib import Path
 
-from .. import scale  # standard library only: --help and check stay quick
+from .. import gate, scale  # standard library only: --help and check stay quick
 
 STAMP_KEY = "inferlab"
 COMMAND = "python -m inferlab.tools.notebook_tools"
@@ -211,6 +216,44 @@ def _problems(nb, path: Path) -> list[str]:
     if stamp.get("scale", STORED_SCALE) != STORED_SCALE:  # stamps made before the test scale existed are full-scale
         out.append(f"was executed at the {stamp['scale']!r} scale; the stored run must be the lesson's: re-run "
                    f"`{COMMAND} execute {shown(path)}`")
+    return out + disturbed(nb, path)
+
+
+def _rerun(path: Path) -> str:
+    return f"Fix: re-execute it alone, on a quiet machine: `{COMMAND} execute {shown(path)}`"
+
+
+def disturbed(nb, path: Path) -> list[str]:
+    """The gate on disturbed runs (``inferlab.gate``) applied to one stored notebook's evidence, one sentence per
+    broken rule; a notebook whose code calls a measurement that leaves evidence (``gate.EMITTERS``) but stores none
+    fails too."""
+    records = gate.records_in(nb)
+    if not records:
+        calls = re.compile(r"\b(" + "|".join(gate.EMITTERS) + r")\(")
+        if any(c.cell_type == "code" and calls.search(c.source) for c in nb.cells):
+            return [f"no evidence stored: its timing cells ran before the gate on disturbed runs existed (or their "
+                    f"outputs were removed), so no one can tell whether its run was quiet. {_rerun(path)}"]
+        return []
+    return [f"this run was disturbed (rule '{b.rule}'): {b.reason}. {_rerun(path)}" for b in gate.judge(records)]
+
+
+def edition_problems(paths: list[Path], working_tree: bool = False) -> dict[Path, list[str]]:
+    """The gate's ``agree`` rule across the timing notebooks of each edition (the notebooks of one folder): the
+    reference decode step stored by each notebook agrees with the others' (``gate.judge_edition``)."""
+    by_folder: dict[Path, dict[str, Path]] = {}
+    for p in paths:
+        by_folder.setdefault(Path(p).parent, {})[Path(p).name] = Path(p)
+    out: dict[Path, list[str]] = {}
+    for named in by_folder.values():
+        runs = {}
+        for name, p in named.items():
+            try:
+                runs[name] = gate.records_in(read_notebook(p, stored_text(p, working_tree)))
+            except (NotebookError, KeyError, TypeError, AttributeError):
+                continue  # unreadable: problems() says so
+        for name, breach in gate.judge_edition(runs).items():
+            out.setdefault(named[name], []).append(f"this run was disturbed (rule '{breach.rule}', across the "
+                                                   f"edition): {breach.reason}. {_rerun(named[name])}")
     return out
 
 
@@ -465,6 +508,10 @@ def main(argv: list[str] | None = None) -> int:
         except OSError:  # unreadable: checked as git holds it all the same
             edited += 1
         for issue in problems(p, args.working_tree):
+            print(f"{shown(p)}: {issue}")
+            bad += 1
+    for p, issues in edition_problems(paths, args.working_tree).items():
+        for issue in issues:
             print(f"{shown(p)}: {issue}")
             bad += 1
     where = f" in {folder.resolve()}" if folder else ""

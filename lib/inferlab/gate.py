@@ -1,0 +1,263 @@
+"""The gate on disturbed runs: the few numbers each timing measurement leaves in a notebook, and the rules a
+quiet run meets.
+
+A timing notebook's stored run is the lesson, so a run that another program disturbed (a test suite, a
+training run) is re-executed, never explained away. The library's measurements (``machine_profile``,
+``decode_sweep``, ``batch_sweep``, ``profile_step`` ... see ``EMITTERS``) each leave a *record*, a small
+dict of plain numbers: in a Jupyter kernel it is displayed as an output whose metadata holds
+``{"inferlab": {"evidence": record}}`` (its text is empty on a quiet run), so ``python -m
+inferlab.tools.notebook_tools check`` reads the numbers back without parsing prose. The rules (``judge``):
+
+- ``spread``: the machine profile's slowest run is within 20% of its best (``SPREAD_MAX``).
+- ``agree``: the batch-1 decode step of GPT-2 small's shape (float32), wherever it is timed, agrees within
+  1.5x (``AGREE_X``); across the timing notebooks of one edition too (``judge_edition``).
+- ``batch``: a batch sweep's median never drops by more than 15% from one batch size to the next
+  (``BATCH_DROP``): a bigger batch does more work, so a drop is noise or a disturbance.
+- ``profile``: a profile's operator times add up to at most 1.1x the step's wall time (``PROFILE_X``).
+- ``fast``: the fast path the machine chose (``weights="auto"``) is not slower than the engine's step
+  (5% counts as a tie, ``FAST_SLACK``).
+
+A live run that breaks a rule shows a banner in the cell ("this run was disturbed: re-run ... because ...").
+Only full-scale runs are judged: the test scale (``inferlab.scale``) times one repeat on a test machine
+running two notebooks at once, which is not a lesson and never stored; its records are still displayed
+(empty), so the test suite runs this code.
+
+Standard library only: ``notebook_tools check`` imports it without torch.
+
+    >>> judge([{"kind": "machine", "what": "cpu float32", "spread": 0.58}])[0].rule
+    'spread'
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+from . import scale
+from .i18n import tr
+
+KEY = "inferlab"  # output metadata: {"inferlab": {"evidence": record}}
+SPREAD_MAX = 0.20
+AGREE_X = 1.5
+BATCH_DROP = 0.15
+PROFILE_X = 1.1
+FAST_SLACK = 1.05
+REFERENCE_SHAPE = (12, 12, 768, 50257)  # GPT-2 small: layers, heads, width, vocabulary
+# The library functions that leave records: a stored notebook that calls one must hold evidence.
+EMITTERS = ("machine_profile", "decode_sweep", "batch_sweep", "profile_step", "profile_paths", "first_token_parts",
+            "compare_cache", "decode_paths", "tpot_sweep")
+
+
+# ----------------------------------------------------------------------------- records
+def model_key(info) -> tuple[str, bool]:
+    """A timed model as a record names it (shape, bytes, dtype, device), and whether it is the reference: GPT-2
+    small's shape in float32, whose batch-1 decode step the ``agree`` rule compares wherever it is timed.
+
+    ``info``: a ``ModelInfo`` (anything with its fields).
+    """
+    dtype = str(info.dtype).removeprefix("torch.")
+    shape = (info.n_layer, info.n_head, info.d_model, info.vocab_size)
+    key = (f"{info.n_layer} layers x {info.d_model} wide, {info.weight_bytes / 1e6:.0f} MB of {dtype}, "
+           f"{info.device}")
+    quantized = any(str(n).startswith("quantized") for n in getattr(info, "notes", ()))
+    return key, shape == REFERENCE_SHAPE and dtype == "float32" and not quantized
+
+
+def machine(profile) -> dict:
+    """The record of a machine profile (``cost.MachineProfile``): its spread, largest of the two ceilings'."""
+    spread = profile.spread
+    return leave({"kind": "machine", "what": f"{profile.device} {profile.dtype}", "spread": max(spread.values()),
+                  "bandwidth_spread": spread["bandwidth"], "matmul_spread": spread["matmul"],
+                  "measured_at": getattr(profile, "measured_at", None)})
+
+
+def step(info, seconds: float, *, via: str, path: str = "engine", context: int = 0) -> dict:
+    """The record of one batch-1 decode step's time (median seconds) of the model ``info`` describes.
+
+    ``via``: the function that timed it (named in messages). ``path``: ``"engine"`` or ``"fast"`` (a fast
+    path the machine chose, ``weights="auto"``: the ``fast`` rule compares it with the engine).
+    """
+    key, reference = model_key(info)
+    return leave({"kind": "step", "via": via, "model": key, "reference": reference, "path": path,
+                  "seconds": float(seconds), "context": int(context)})
+
+
+def batch(info, xs: Sequence[int], medians: Sequence[float], *, via: str, job: str, path: str) -> dict:
+    """The record of a batch sweep: its batch sizes and median seconds per forward."""
+    return leave({"kind": "batch", "via": via, "model": model_key(info)[0], "job": job, "path": path,
+                  "xs": [int(x) for x in xs], "medians": [float(s) for s in medians]})
+
+
+def profile(label: str, step_s: float, groups: Mapping[str, float], *, rest: str) -> dict:
+    """The record of a step profile: its wall time and what its operators add up to (every group but ``rest``,
+    the wall time left over)."""
+    ops = sum(v for k, v in groups.items() if k != rest)
+    return leave({"kind": "profile", "via": "profile_step", "label": str(label), "step_s": float(step_s),
+                  "ops_s": float(ops)})
+
+
+def records_in(nb) -> list[dict]:
+    """Every record a stored notebook (nbformat or plain JSON) holds, in cell order."""
+    out = []
+    for cell in nb["cells"]:
+        for o in cell.get("outputs", []) if cell.get("cell_type") == "code" else []:
+            found = (o.get("metadata") or {}).get(KEY, {})
+            if isinstance(found, Mapping) and isinstance(found.get("evidence"), Mapping):
+                out.append(dict(found["evidence"]))
+    return out
+
+
+# ----------------------------------------------------------------------------- rules
+@dataclass(frozen=True)
+class Breach:
+    """One rule a run broke: ``rule`` (a key of the module docstring's list), ``reason`` (a sentence with the
+    numbers, in the reader's language) and ``records`` (indices of the records it compares)."""
+
+    rule: str
+    reason: str
+    records: tuple[int, ...]
+
+    def __repr__(self) -> str:
+        return f"Breach({self.rule}: {self.reason})"
+
+
+def _steps(records: Sequence[dict], path: str) -> dict[str, list[int]]:
+    """Indices of the batch-1 step records on ``path``, by model."""
+    out: dict[str, list[int]] = {}
+    for i, r in enumerate(records):
+        if r.get("kind") == "step" and r.get("path") == path and r.get("seconds", 0) > 0:
+            out.setdefault(r["model"], []).append(i)
+    return out
+
+
+def _ms(s: float) -> float:
+    return s * 1e3
+
+
+def judge(records: Sequence[dict]) -> list[Breach]:
+    """The rules one run (a notebook, a live kernel) broke, judged on its ``records`` in the order they were left."""
+    out = []
+    for i, r in enumerate(records):
+        kind = r.get("kind")
+        if kind == "machine" and r["spread"] > SPREAD_MAX:
+            out.append(Breach("spread", tr(
+                "the machine's ceilings ({what}) varied by {spread:.0%} between the runs of one measurement "
+                "(allowed: {limit:.0%})", what=r["what"], spread=r["spread"], limit=SPREAD_MAX), (i,)))
+        elif kind == "batch":
+            xs, med = r["xs"], r["medians"]
+            for k in range(1, len(med)):
+                if med[k] < (1 - BATCH_DROP) * med[k - 1]:
+                    out.append(Breach("batch", tr(
+                        "{via}'s median fell from {before:.1f} ms at batch {b0} to {after:.1f} ms at batch {b1} "
+                        "({drop:.0%} less, though a bigger batch does more work; allowed: {limit:.0%})",
+                        via=r["via"], before=_ms(med[k - 1]), b0=xs[k - 1], after=_ms(med[k]), b1=xs[k],
+                        drop=1 - med[k] / med[k - 1], limit=BATCH_DROP), (i,)))
+                    break
+        elif kind == "profile" and r["ops_s"] > PROFILE_X * r["step_s"]:
+            out.append(Breach("profile", tr(
+                "the profile of '{label}' adds its operators up to {ops:.1f} ms, {x:.2f}x the step's wall time "
+                "of {step:.1f} ms (allowed: {limit}x)", label=r["label"], ops=_ms(r["ops_s"]),
+                x=r["ops_s"] / r["step_s"], step=_ms(r["step_s"]), limit=PROFILE_X), (i,)))
+    engine = _steps(records, "engine")
+    for model, idx in engine.items():
+        if not records[idx[0]].get("reference"):
+            continue
+        lo = min(idx, key=lambda j: records[j]["seconds"])
+        hi = max(idx, key=lambda j: records[j]["seconds"])
+        x = records[hi]["seconds"] / records[lo]["seconds"]
+        if x > AGREE_X:
+            out.append(Breach("agree", tr(
+                "the same decode step ({model}, batch 1) took {low:.1f} ms in {low_via} but {high:.1f} ms in "
+                "{high_via}: {x:.1f}x apart (allowed: {limit}x)", model=model, low=_ms(records[lo]["seconds"]),
+                low_via=records[lo]["via"], high=_ms(records[hi]["seconds"]), high_via=records[hi]["via"], x=x,
+                limit=AGREE_X), tuple(sorted({lo, hi}))))
+    for model, idx in _steps(records, "fast").items():
+        if model not in engine:
+            continue
+        base = statistics.median(records[j]["seconds"] for j in engine[model])
+        for j in idx:
+            x = records[j]["seconds"] / base
+            if x > FAST_SLACK:
+                out.append(Breach("fast", tr(
+                    "the fast path this machine chose ({via}) took {fast:.1f} ms per step, {x:.2f}x the engine's "
+                    "{engine:.1f} ms (allowed: {limit}x)", via=records[j]["via"], fast=_ms(records[j]["seconds"]),
+                    x=x, engine=_ms(base), limit=FAST_SLACK), (j, *engine[model])))
+    return out
+
+
+def reference_step(records: Sequence[dict]) -> float | None:
+    """The median of a run's reference decode-step records (seconds), or None when it timed none."""
+    times = [r["seconds"] for r in records if r.get("kind") == "step" and r.get("path") == "engine"
+             and r.get("reference") and r.get("seconds", 0) > 0]
+    return statistics.median(times) if times else None
+
+
+def judge_edition(runs: Mapping[str, Sequence[dict]]) -> dict[str, Breach]:
+    """Across the notebooks of one edition (name -> records): the reference step agrees within ``AGREE_X``.
+
+    While the notebooks' medians are further apart than that, the one furthest from the median of the rest
+    is blamed and set aside, so one disturbed notebook is named, not every other one.
+    """
+    steps = {name: s for name, rec in runs.items() if (s := reference_step(rec)) is not None}
+    out: dict[str, Breach] = {}
+    while len(steps) >= 2 and max(steps.values()) / min(steps.values()) > AGREE_X:
+        middle = statistics.median(steps.values())
+        name = max(steps, key=lambda k: abs(math.log(steps[k] / middle)))
+        others = statistics.median(v for k, v in steps.items() if k != name)
+        far = max((k for k in steps if k != name), key=lambda k: abs(math.log(steps[name] / steps[k])))
+        out[name] = Breach("agree", tr(
+            "the same decode step (GPT-2's shape, batch 1) took {mine:.1f} ms here but {typical:.1f} ms in the "
+            "edition's other timing notebooks (median; {far_ms:.1f} ms in {far}): {x:.1f}x apart (allowed: "
+            "{limit}x)", mine=_ms(steps[name]), typical=_ms(others), far_ms=_ms(steps[far]), far=far,
+            x=max(steps[name], steps[far]) / min(steps[name], steps[far]), limit=AGREE_X), ())
+        del steps[name]
+    return out
+
+
+# ----------------------------------------------------------------------------- the live side
+_RUN: list[dict] = []  # the records this process left, in order (a kernel: this notebook's run)
+
+
+def banner(breaches: Sequence[Breach]) -> dict[str, str]:
+    """The output a disturbed run shows (``text/plain`` and ``text/html``); empty text when nothing broke."""
+    if not breaches:
+        return {"text/plain": ""}
+    text = tr("⚠ This run was disturbed: re-run this notebook alone on a quiet machine (Kernel > Restart Kernel "
+              "and Run All Cells, with nothing heavy running beside it) because {reasons}. Its timings are not "
+              "the lesson.", reasons="; ".join(b.reason for b in breaches))
+    style = "border-left:4px solid #c0392b;background:#fdecea;padding:6px 10px;font-family:sans-serif"
+    return {"text/plain": text, "text/html": f'<div style="{style}">{html.escape(text)}</div>'}
+
+
+def _kernel_display() -> Callable[..., object] | None:
+    from .progress import _in_kernel
+
+    if not _in_kernel():
+        return None
+    from IPython.display import display
+
+    return display
+
+
+def leave(record: dict, *, show: Callable[..., object] | None = None) -> dict:
+    """Keep ``record`` in this run and, in a Jupyter kernel (or through ``show``, as IPython's ``display``), show
+    it: an empty output carrying it in its metadata, or the banner when it makes this run break a rule.
+
+    Outside a kernel nothing is kept or shown (scripts and tests time freely). Returns ``record``.
+    """
+    show = show or _kernel_display()
+    if show is None:
+        return record
+    _RUN.append(record)
+    judged = not scale.is_test()
+    new = [b for b in judge(_RUN) if len(_RUN) - 1 in b.records] if judged else []
+    show(banner(new), raw=True, metadata={KEY: {"evidence": record}})
+    return record
+
+
+def forget() -> None:
+    """Drop this process's records (a fresh run; tests)."""
+    _RUN.clear()

@@ -1,0 +1,200 @@
+"""The gate on disturbed runs (inferlab.gate): its rules, the stored-notebook check, and the live banner."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from inferlab import gate, i18n, measure, scale
+from inferlab.tools import notebook_tools as nt
+
+ROOT = Path(__file__).resolve().parents[1]
+MS = 1e-3
+
+
+def machine(spread: float) -> dict:
+    return {"kind": "machine", "what": "cpu float32", "spread": spread, "bandwidth_spread": spread,
+            "matmul_spread": 0.0, "measured_at": 1.7e9}
+
+
+def step(ms: float, via: str, *, path: str = "engine", reference: bool = True, model: str = "gpt2 shape") -> dict:
+    return {"kind": "step", "via": via, "model": model, "reference": reference, "path": path, "seconds": ms * MS,
+            "context": 8}
+
+
+def batch(ms: list[float], xs=(1, 4, 16, 32)) -> dict:
+    return {"kind": "batch", "via": "batch_sweep(decode, engine)", "model": "gpt2 shape", "job": "decode",
+            "path": "engine", "xs": list(xs), "medians": [m * MS for m in ms]}
+
+
+def profile(ops_ms: float, step_ms: float) -> dict:
+    return {"kind": "profile", "via": "profile_step", "label": "gpt2: engine decode step", "step_s": step_ms * MS,
+            "ops_s": ops_ms * MS}
+
+
+# The disturbed runs the issue found (04 and 00 in English), and quiet ones.
+DISTURBED = {
+    "spread": [machine(0.58)],
+    "agree": [step(v, f"cell {i}") for i, v in enumerate((43, 203, 208, 318, 394))],
+    "batch": [batch([208, 1016, 145, 1478])],
+    "profile": [profile(39.0, 30.0)],
+    "fast": [step(40, "decode_sweep"), step(48, "decode_sweep", path="fast")],
+}
+QUIET = [machine(0.12), step(38, "decode_sweep"), step(47, "batch_sweep (batch 1)"), batch([34, 96, 97, 124]),
+         batch([100, 88, 120], xs=(1, 2, 4)), profile(32.0, 30.0), step(33, "decode_sweep", path="fast"),
+         step(1.0, "measure (TPOT)", reference=False, model="tiny"),
+         step(3.0, "decode_sweep", reference=False, model="tiny")]  # not the reference step: not compared
+
+
+@pytest.mark.parametrize("rule", DISTURBED)
+def test_each_rule_fails_a_disturbed_run(rule):
+    found = gate.judge(DISTURBED[rule])
+    assert [b.rule for b in found] == [rule], found
+
+
+def test_a_quiet_run_passes_every_rule():
+    assert gate.judge(QUIET) == []
+
+
+def test_the_reasons_carry_the_numbers():
+    (agree,) = gate.judge(DISTURBED["agree"])
+    assert "43.0 ms in cell 0" in agree.reason and "394.0 ms in cell 4" in agree.reason and "9.2x" in agree.reason
+    assert agree.records == (0, 4)
+    (drop,) = gate.judge(DISTURBED["batch"])
+    assert "1016.0 ms at batch 4 to 145.0 ms at batch 16" in drop.reason and "86% less" in drop.reason
+    assert "58%" in gate.judge(DISTURBED["spread"])[0].reason
+    assert "1.30x" in gate.judge(DISTURBED["profile"])[0].reason
+    assert "1.20x the engine's 40.0 ms" in gate.judge(DISTURBED["fast"])[0].reason
+
+
+def test_the_edition_names_the_notebook_that_disagrees():
+    runs = {"00_start_here.ipynb": [step(224, "first_token_parts")],
+            "04_prefill_and_decode.ipynb": [step(43, "decode_sweep"), step(47, "batch_sweep (batch 1)")],
+            "05_kv_cache.ipynb": [step(41, "compare_cache (with the cache)")],
+            "07_ttft_and_tpot.ipynb": [step(38, "measure (TPOT)")],
+            "01_tokens.ipynb": []}
+    found = gate.judge_edition(runs)
+    assert list(found) == ["00_start_here.ipynb"]
+    assert "224.0 ms here" in found["00_start_here.ipynb"].reason
+    del runs["00_start_here.ipynb"]
+    assert gate.judge_edition(runs) == {}
+
+
+# ----------------------------------------------------------------------------- the stored-notebook check
+def _with_evidence(records: list[dict], name: str = "04_prefill_and_decode.ipynb", folder: Path | None = None) -> Path:
+    """The stored English 04 (executed, fresh) with ``records`` in the outputs of its batch-sweep cell, in a folder of
+    its own: what a re-executed 04 stores."""
+    nb = json.loads((ROOT / "notebooks" / "04_prefill_and_decode.ipynb").read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and "batch_sweep(" in "".join(c["source"]))
+    cell["outputs"] += [{"output_type": "display_data", "data": gate.banner([]),
+                         "metadata": {gate.KEY: {"evidence": r}}} for r in records]
+    path = folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+def test_check_fails_a_stored_run_that_was_disturbed(tmp_path, capsys):
+    path = _with_evidence(QUIET + DISTURBED["batch"], folder=tmp_path / "notebooks")
+    found = nt.problems(path, working_tree=True)
+    assert len(found) == 1 and "rule 'batch'" in found[0] and "1016.0 ms at batch 4" in found[0], found
+    assert f"execute {nt.shown(path)}" in found[0]
+    assert nt.main(["check", "--working-tree", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{nt.shown(path)}: this run was disturbed (rule 'batch')" in out and "1 problem(s)" in out
+
+
+def test_check_passes_a_quiet_stored_run(tmp_path, capsys):
+    path = _with_evidence(QUIET, folder=tmp_path / "notebooks")
+    assert nt.problems(path, working_tree=True) == []
+    assert nt.main(["check", "--working-tree", str(path)]) == 0, capsys.readouterr().out
+
+
+def test_check_fails_a_timing_notebook_without_evidence(tmp_path):
+    path = _with_evidence([], folder=tmp_path / "notebooks")
+    (found,) = nt.problems(path, working_tree=True)
+    assert found.startswith("no evidence stored") and f"execute {nt.shown(path)}" in found
+    untimed = tmp_path / "notebooks" / "01_tokens.ipynb"
+    shutil.copy(ROOT / "notebooks" / "01_tokens.ipynb", untimed)
+    assert nt.problems(untimed, working_tree=True) == []  # it times nothing: it needs no evidence
+
+
+def test_check_compares_the_notebooks_of_one_edition(tmp_path, capsys):
+    folder = tmp_path / "notebooks"
+    calm = _with_evidence([step(40, "decode_sweep")], "04_prefill_and_decode.ipynb", folder)
+    also = _with_evidence([step(44, "decode_sweep")], "05_kv_cache.ipynb", folder)
+    odd = _with_evidence([step(224, "first_token_parts")], "00_start_here.ipynb", folder)
+    other = _with_evidence([step(400, "decode_sweep")], "04_prefill_and_decode.ipynb", folder / "zh")  # alone there
+    found = nt.edition_problems([calm, also, odd, other], working_tree=True)
+    assert list(found) == [odd] and "rule 'agree', across the edition" in found[odd][0], found
+    assert "224.0 ms here" in found[odd][0] and f"execute {nt.shown(odd)}" in found[odd][0]
+    assert nt.main(["check", "--working-tree", str(calm), str(also), str(odd)]) == 1
+    assert "00_start_here.ipynb: this run was disturbed (rule 'agree'" in capsys.readouterr().out
+
+
+# ----------------------------------------------------------------------------- the live side
+@pytest.fixture
+def live(monkeypatch):
+    """A kernel's display, recorded; this process's records fresh; the lesson's scale; English."""
+    shown: list[tuple[dict, dict]] = []
+    monkeypatch.setattr(gate, "_kernel_display", lambda: lambda data, raw, metadata: shown.append((data, metadata)))
+    monkeypatch.setenv(scale.ENV, "full")
+    monkeypatch.setattr(i18n, "_chosen", "en")
+    gate.forget()
+    yield shown
+    gate.forget()
+
+
+def test_a_live_run_shows_a_banner_when_it_is_disturbed(live):
+    gate.leave(step(40, "decode_sweep"))
+    assert live[-1] == ({"text/plain": ""}, {"inferlab": {"evidence": step(40, "decode_sweep")}})  # quiet: no text
+    gate.leave(step(120, "batch_sweep (batch 1)"))
+    data, meta = live[-1]
+    assert "This run was disturbed: re-run this notebook alone" in data["text/plain"]
+    assert "40.0 ms in decode_sweep but 120.0 ms in batch_sweep (batch 1)" in data["text/plain"]
+    assert data["text/html"].startswith("<div") and "re-run this notebook alone" in data["text/html"]
+    assert meta["inferlab"]["evidence"]["seconds"] == pytest.approx(0.12)
+    # the evidence shown is what a stored notebook holds, and the stored-notebook check finds the same breach
+    nb = {"cells": [{"cell_type": "code", "outputs": [{"output_type": "display_data", "data": d, "metadata": m}
+                                                      for d, m in live]}]}
+    assert [b.rule for b in gate.judge(gate.records_in(nb))] == ["agree"]
+
+
+def test_the_banner_speaks_chinese(live):
+    i18n.set_language("zh")
+    gate.leave(machine(0.58))
+    text = live[-1][0]["text/plain"]
+    assert "这次运行受到了干扰" in text and "58%" in text
+
+
+def test_no_banner_at_the_test_scale_but_the_evidence_is_kept(live, monkeypatch):
+    monkeypatch.setenv(scale.ENV, "test")  # the suite: one repeat, two notebooks at once, not a lesson
+    gate.leave(machine(0.58))
+    assert live == [({"text/plain": ""}, {"inferlab": {"evidence": machine(0.58)}})]
+
+
+def test_outside_a_kernel_nothing_is_shown_or_kept(monkeypatch):
+    gate.forget()
+    monkeypatch.setattr(gate, "_kernel_display", lambda: None)
+    assert gate.leave(machine(0.58)) == machine(0.58) and gate._RUN == []
+
+
+def test_the_measurements_leave_their_records(live, model, own_choice_cache):
+    """The library functions the timing notebooks call leave the records the gate reads (no notebook edits)."""
+    measure.batch_sweep(model, [1, 2], context=4, repeats=1, warmup=0)
+    measure.decode_sweep(model, [4], repeats=1, warmup=0, path="fast")
+    measure.profile_step(lambda: None, label="nothing", repeats=1, warmup=0)
+    measure.latency.first_token_parts(model, "To be, or not to be", repeats=1, warmup=0)
+    measure.compare_cache(model, "To be, or not to be", 3, repeats=1, warmup_tokens=1)
+    measure.latency.measure(model, "To be", 3, repeats=1)
+    kinds = [(m["inferlab"]["evidence"]["kind"], m["inferlab"]["evidence"]["via"]) for _, m in live]
+    assert kinds == [("batch", "batch_sweep(decode, engine)"), ("step", "batch_sweep (batch 1)"),
+                     ("step", "decode_sweep"), ("profile", "profile_step"), ("step", "first_token_parts"),
+                     ("step", "compare_cache (with the cache)"), ("step", "measure (TPOT)")]
+    records = [m["inferlab"]["evidence"] for _, m in live]
+    assert records[2]["path"] == "fast" and records[1]["path"] == "engine"
+    assert not any(r.get("reference") for r in records)  # the bundled model is not GPT-2's shape
+    assert json.loads(json.dumps(records)) == records  # plain JSON: what the notebook stores
