@@ -131,7 +131,8 @@ class Scheduler:
             if live in self.running:
                 planned.append((live, n))
                 budget -= n if n > 1 else 0
-        while may_admit and self.waiting and len(self.running) < self.config.max_batch and budget > 0:
+        static = self.config.policy == "static"  # fills its batch now, even with requests that get no chunk yet
+        while may_admit and self.waiting and len(self.running) < self.config.max_batch and (budget > 0 or static):
             live = self.waiting[0]
             shared = self.pool.cached_prefix(live.tokens) if live.computed == 0 else []
             start = len(shared) * self.config.block_size
@@ -143,7 +144,8 @@ class Scheduler:
             self.pool.grow(live.id, start + n)
             live.computed, live.cached_tokens = start, live.cached_tokens + start
             self.running.append(live)
-            planned.append((live, n))
+            if n:
+                planned.append((live, n))
             budget -= n if n > 1 else 0
         return planned, preempted
 
