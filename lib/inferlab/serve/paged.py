@@ -50,7 +50,7 @@ class PagedKV:
         self.blocks = _hf.block_tensors(model)
         self.wte, self.wpe = _hf.embedding_tensors(model)  # [vocab, d_model], [n_ctx, d_model]
         self.head = _hf.head_weight(model)  # [vocab, d_model]
-        self.ln_f = _hf.final_norm_tensors(model)
+        self.final_norm = _hf.final_norm_tensors(model)
         self.n_head, self.head_dim, self.d = info.n_head, info.head_dim, info.d_model
         shape = (num_blocks * block_size, info.n_head, info.head_dim)
         self.k = [torch.zeros(shape, dtype=self.wte.dtype, device=self.wte.device) for _ in self.blocks]
@@ -84,7 +84,8 @@ class PagedKV:
             for i, w in enumerate(self.blocks):
                 x = self._block(i, w, x, write_t, plan)
             last = torch.tensor(plan.logit_rows, device=device, dtype=torch.long)
-            h = F.layer_norm(x.index_select(0, last), (self.d,), self.ln_f.weight, self.ln_f.bias, self.ln_f.eps)
+            norm = self.final_norm
+            h = F.layer_norm(x.index_select(0, last), (self.d,), norm.weight, norm.bias, norm.eps)
             return F.linear(h, self.head)  # [segments wanting logits, vocab]
 
     def _block(self, i: int, w, x: torch.Tensor, write: torch.Tensor, plan: _AttentionPlan) -> torch.Tensor:
