@@ -202,21 +202,28 @@ def test_block_pool_counts():
     pool = BlockPool(4, 16, prefix_cache=True)
     assert pool.grow(0, 33) and pool.tables[0] == [0, 1, 2] and pool.free_blocks == 1
     assert not pool.grow(1, 40) and pool.tables[1] == []  # all or nothing
-    tokens = list(range(40))
-    pool.remember(0, tokens, 33)  # two full blocks written
+    tokens = list(range(60))
+    pool.remember(0, tokens, 33)  # two full blocks written (the third is not full, nor written)
     pool.release(0)
     assert pool.used_blocks == 0 and pool.problems() == []
-    assert pool.cached_prefix(tokens[:33]) == [0, 1]  # still findable after release
+    assert pool.cached_prefix(tokens) == [0, 1]  # still findable after release; only written blocks
     assert pool.cached_prefix(tokens[:32]) == [0]  # one token must be left to compute
     assert pool.cached_prefix([99, *tokens[1:40]]) == []
     pool.share(2, [0, 1])
     assert pool.refs[:2] == [1, 1] and pool.hit_tokens == 32
     assert pool.grow(2, 40) and pool.tables[2] == [0, 1, 3]  # block 2 and 3 were free; 3 was freed first
+    assert pool.problems() == []
     pool.tables[2].append(0)
     assert any("twice" in p for p in pool.problems())
     pool.tables[2].pop()
     pool.refs[3] = 2
     assert any("references" in p for p in pool.problems())
+    pool.tables[5] = [3]  # now two tables hold block 3, which holds no cached prefix
+    assert [p for p in pool.problems() if "no cached prefix block" in p] == [
+        "block 3 is held by 2 requests but is no cached prefix block"]
+    pool.tables[5] = [0]
+    pool.refs[0], pool.refs[3] = 2, 1
+    assert pool.problems() == []  # block 0 is a cached prefix block: sharing it is the point
 
 
 def test_workload_is_seeded_and_its_prompts_are_text(model):
