@@ -278,3 +278,14 @@ def test_bad_requests_and_workloads_are_refused_with_the_fix(model, reqs):
         assert words in str(info.value) and "Fix" in str(info.value), str(info.value)
     with pytest.raises(ValueError, match=r"kv_blocks=2 .*at least 3.*Fix: use kv_blocks >= 3"):
         run(model, [request(model, "To be", 40)], kv_blocks=2)
+
+
+def test_transformers_generate_batch_gives_the_same_tokens(model, short):
+    """Hugging Face's own continuous batching, the peer serve is measured against, answers the same."""
+    from inferlab import _hf
+
+    ids = [list(r.prompt_ids) for r in short]
+    theirs = _hf.hf_generate_batch(model, ids, max_new_tokens=4, max_batch=4, block_size=16, kv_blocks=8)
+    same = [Request(r.id, r.prompt, r.prompt_ids, 4, 0.0, False) for r in short]
+    assert theirs == [list(s.tokens) for s in run(model, same, max_batch=4).requests]
+    assert il.generate(model, short[0].prompt, max_new_tokens=4, stop_at_eos=False).generated_ids == theirs[0]
