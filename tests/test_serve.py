@@ -25,9 +25,11 @@ def reqs(model) -> list[Request]:
 
 @pytest.fixture(scope="module")
 def prefixed(model) -> list[Request]:
-    """Four requests opening with the same 40 tokens (two full blocks of 16) and arriving 20 ms apart."""
+    """Four requests opening with the same 40 tokens (two full blocks of 16). The first arrives alone and answers
+    with 12 tokens; the others arrive 1 ms later, after its first iteration and (on any machine) before its last."""
     out = workload(4, math.inf, prompt_tokens=(3, 12), new_tokens=(3, 8), seed=5, model=model, shared_prefix=40)
-    return [Request(r.id, r.prompt, r.prompt_ids, r.max_new_tokens, 0.02 * r.id, r.stop_at_eos) for r in out]
+    return [Request(r.id, r.prompt, r.prompt_ids, 12 if r.id == 0 else r.max_new_tokens, 0.001 if r.id else 0.0,
+                    r.stop_at_eos) for r in out]
 
 
 @pytest.fixture(scope="module")
