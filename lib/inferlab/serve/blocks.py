@@ -20,6 +20,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from ..i18n import tr
+
 
 @dataclass(frozen=True)
 class BlockKey:
@@ -159,5 +161,6 @@ class BlockPool:
         return out
 
     def __repr__(self) -> str:
-        return (f"BlockPool({self.used_blocks}/{self.num_blocks} blocks of {self.block_size} positions in use, "
-                f"{len(self.tables)} block tables, {len(self._key_of)} cached blocks)")
+        return tr("BlockPool({used}/{n} blocks of {size} positions in use, {tables} block tables, {cached} cached "
+                  "blocks)", used=self.used_blocks, n=self.num_blocks, size=self.block_size, tables=len(self.tables),
+                  cached=len(self._key_of))

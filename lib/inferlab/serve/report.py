@@ -71,6 +71,11 @@ class Iteration:
     used_blocks: int
     preempted: tuple[int, ...]  # ids whose blocks were taken back before this forward
 
+    def __repr__(self) -> str:
+        return tr("Iteration(#{index}: {n} requests, {prefill} prefill + {decode} decode tokens, {blocks} KV blocks in "
+                  "use, {ms:.1f} ms)", index=self.index, n=len(self.requests), prefill=self.prefill_tokens,
+                  decode=self.decode_tokens, blocks=self.used_blocks, ms=(self.end - self.start) * 1e3)
+
 
 @dataclass(frozen=True)
 class Percentiles:

@@ -134,7 +134,7 @@ class Scheduler:
         static = self.config.policy == "static"  # fills its batch now, even with requests that get no chunk yet
         while may_admit and self.waiting and len(self.running) < self.config.max_batch and (budget > 0 or static):
             live = self.waiting[0]
-            shared = self.pool.cached_prefix(live.tokens) if live.computed == 0 else []
+            shared = self.pool.cached_prefix(live.tokens)  # a waiting request holds no blocks (computed is 0)
             start = len(shared) * self.config.block_size
             n = int(min(len(live.tokens) - start, budget))
             if self.pool.blocks_for(start + n) - len(shared) > self.pool.free_after_sharing(shared):
