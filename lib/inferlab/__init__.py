@@ -8,6 +8,7 @@ The flat public API (everything else is importable by path, e.g. ``inferlab.viz.
     logits, cache = il.decode_step(m, int(logits.argmax()), cache)  # job 2: one token at a time
     trace = il.generate(m, "To be, or not", max_new_tokens=20, record="all")
     trace.latency                                  # TTFT, TPOT, E2E, ITL
+    il.serve.run(m, il.serve.workload(8, 4.0, model=m))   # many users at once: continuous batching, paged KV
 
 Imported lazily (PEP 562): ``import inferlab`` costs milliseconds, and torch and transformers are imported
 the first time a name that needs them is used (``il.load``, ``il.generate``, ...). A command-line tool's
@@ -60,7 +61,7 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # what static tools and editors see; nothing is imported at run time
-    from . import cost, measure, narrate, timing, viz, widgets  # noqa: F401
+    from . import cost, measure, narrate, serve, timing, viz, widgets  # noqa: F401
     from .cache import CacheSnapshot, KVCache  # noqa: F401
     from .engine import (  # noqa: F401
         Stream,

@@ -1,0 +1,29 @@
+"""Serving many users at once: continuous batching, a paged KV cache, chunked prefill and prefix caching.
+
+The two jobs and the KV cache of the engine, applied to what a server does when many people ask at once.
+Five modules, in reading order:
+
+- ``serve.requests``: ``Request``, ``request`` (one from text) and ``workload`` (Poisson arrivals, length ranges).
+- ``serve.blocks``: ``BlockPool``, the KV memory cut into blocks, a block table per request, shared prefixes.
+- ``serve.paged``: ``PagedKV``, one batched forward over every running request, keys and values in blocks.
+- ``serve.scheduler``: ``ServeConfig``, the ``Scheduler`` and ``run``, the serving loop on a real clock.
+- ``serve.report``: ``ServeResult``, ``Served``, ``Iteration`` and ``ServeSummary`` (TTFT/TPOT p50/p90/p99,
+  throughput, KV blocks over time).
+
+With greedy settings every request's tokens are those ``il.generate`` gives it alone (``tests/test_serve.py``),
+for every policy and option, under preemption too.
+
+    >>> reqs = il.serve.workload(16, 8.0, prompt_tokens=(16, 64), new_tokens=(8, 64), model=m)  # doctest: +SKIP
+    >>> il.serve.run(m, reqs, policy="continuous", max_batch=8).summary                     # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from .blocks import BlockKey, BlockPool
+from .paged import PagedKV, Segment
+from .report import Iteration, Percentiles, Served, ServeResult, ServeSummary
+from .requests import Request, request, workload
+from .scheduler import POLICIES, Scheduler, ServeConfig, run
+
+__all__ = ["POLICIES", "BlockKey", "BlockPool", "Iteration", "PagedKV", "Percentiles", "Request", "Scheduler",
+           "Segment", "ServeConfig", "ServeResult", "ServeSummary", "Served", "request", "run", "workload"]

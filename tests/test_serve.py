@@ -1,0 +1,293 @@
+"""inferlab.serve: every request's tokens are those il.generate gives it alone, and the KV blocks balance.
+
+For every policy and option (static, continuous, chunked prefill, prefix cache) and under preemption, on the
+bundled model with greedy (and seeded) settings. Small on purpose: a few requests, short answers.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+
+import inferlab as il
+from inferlab.serve import BlockPool, Request, request, run, workload
+from inferlab.serve.paged import PagedKV, Segment
+
+
+@pytest.fixture(scope="module")
+def reqs(model) -> list[Request]:
+    """Five requests arriving at once: prompts of 5-40 tokens (some over two 16-position blocks), 3-12 new tokens."""
+    return workload(5, math.inf, prompt_tokens=(5, 40), new_tokens=(3, 12), seed=3, model=model)
+
+
+@pytest.fixture(scope="module")
+def prefixed(model) -> list[Request]:
+    """Four requests opening with the same 40 tokens (two full blocks of 16). The first arrives alone and answers
+    with 12 tokens; the others arrive 1 ms later, after its first iteration and (on any machine) before its last."""
+    out = workload(4, math.inf, prompt_tokens=(3, 12), new_tokens=(3, 8), seed=5, model=model, shared_prefix=40)
+    return [Request(r.id, r.prompt, r.prompt_ids, 12 if r.id == 0 else r.max_new_tokens, 0.001 if r.id else 0.0,
+                    r.stop_at_eos) for r in out]
+
+
+@pytest.fixture(scope="module")
+def short(model) -> list[Request]:
+    """Four requests with short prompts and longer answers: admitted with few blocks, they outgrow them."""
+    return workload(4, math.inf, prompt_tokens=(3, 6), new_tokens=(8, 10), seed=2, model=model)
+
+
+def solo(model, r: Request) -> list[int]:
+    """What il.generate gives the request alone."""
+    s = r.sampling
+    return il.generate(model, r.prompt, max_new_tokens=r.max_new_tokens, stop_at_eos=r.stop_at_eos,
+                       temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed).generated_ids
+
+
+@pytest.fixture(scope="module")
+def solo_tokens(model, reqs, prefixed, short) -> dict[tuple[str, int], list[int]]:
+    return {(name, r.id): solo(model, r) for name, rs in (("reqs", reqs), ("prefixed", prefixed), ("short", short))
+            for r in rs}
+
+
+def check_tokens(result, solo_tokens, name: str) -> None:
+    wrong = [(s.request.id, list(s.tokens), solo_tokens[name, s.request.id]) for s in result.requests
+             if list(s.tokens) != solo_tokens[name, s.request.id]]
+    assert not wrong, f"request id, served tokens, il.generate's tokens: {wrong}"
+
+
+def check_blocks(result, requests: list[Request], block_size: int) -> None:
+    """No block leaked after the run; none held by two live requests unless it is the same full block of a common
+    prefix (the same place in each table, and the holders' tokens up to its end equal)."""
+    pool = result.pool
+    assert pool.problems() == []
+    assert pool.used_blocks == 0 and pool.free_blocks == pool.num_blocks and not pool.tables
+    prompts = {r.id: r.prompt_ids for r in requests}
+    for it in result.iterations:
+        holders: dict[int, list[tuple[int, int]]] = {}
+        for rid, table in it.tables:
+            assert len(set(table)) == len(table)
+            for j, block in enumerate(table):
+                holders.setdefault(block, []).append((rid, j))
+        assert len({b for _, t in it.tables for b in t}) == it.used_blocks
+        for block, held in holders.items():
+            if len(held) > 1:
+                assert len({j for _, j in held}) == 1, f"iteration {it.index}: block {block} at different places {held}"
+                end = (held[0][1] + 1) * block_size
+                assert len({prompts[rid][:end] for rid, _ in held}) == 1, f"block {block} shared by other tokens"
+                assert all(len(prompts[rid]) > end for rid, _ in held), f"block {block} is no prompt prefix"
+
+
+SETTINGS = {
+    "static": {"policy": "static", "max_batch": 3},
+    "continuous": {"policy": "continuous", "max_batch": 3},
+    "chunked": {"policy": "continuous", "max_batch": 4, "prefill_chunk": 6},
+    "static+chunked": {"policy": "static", "max_batch": 4, "prefill_chunk": 9},
+}
+
+
+@pytest.mark.parametrize("name", list(SETTINGS))
+def test_every_policy_gives_each_request_its_solo_tokens(model, reqs, solo_tokens, name):
+    result = run(model, reqs, **SETTINGS[name])
+    check_tokens(result, solo_tokens, "reqs")
+    check_blocks(result, reqs, 16)
+    assert result.summary.preemptions == 0  # kv_blocks=None: room for max_batch of the longest request
+    if SETTINGS[name].get("prefill_chunk"):
+        assert max(it.prefill_tokens for it in result.iterations) <= SETTINGS[name]["prefill_chunk"]
+
+
+@pytest.mark.parametrize("settings", [{"policy": "continuous", "max_batch": 4},
+                                      {"policy": "static", "max_batch": 4, "prefill_chunk": 3}])
+def test_preemption_frees_blocks_and_recomputes_the_same_tokens(model, short, solo_tokens, settings):
+    # blocks of 4 positions, 5 of them: each request ends up needing 3-4, so running ones outgrow the pool
+    result = run(model, short, block_size=4, kv_blocks=5, **settings)
+    assert result.summary.preemptions >= 2
+    assert sum(len(it.preempted) for it in result.iterations) == result.summary.preemptions
+    assert result.summary.peak_blocks <= 5
+    check_tokens(result, solo_tokens, "short")
+    check_blocks(result, short, 4)
+
+
+def test_prefix_cache_shares_the_common_blocks_and_changes_no_token(model, prefixed, solo_tokens):
+    result = run(model, prefixed, policy="continuous", max_batch=4, prefix_cache=True)
+    check_tokens(result, solo_tokens, "prefixed")
+    check_blocks(result, prefixed, 16)
+    later = [s.cached_tokens for s in result.requests[1:]]
+    assert result.requests[0].cached_tokens == 0 and later == [32] * len(later)  # two full blocks of the 40
+    assert any(len({b for _, t in it.tables for b in t}) < sum(len(t) for _, t in it.tables)
+               for it in result.iterations), "no block was ever shared"
+    plain = run(model, prefixed, policy="continuous", max_batch=4)
+    assert all(s.cached_tokens == 0 for s in plain.requests)
+    assert all(len({b for _, t in it.tables for b in t}) == sum(len(t) for _, t in it.tables)
+               for it in plain.iterations)
+
+
+def test_prefix_cache_with_chunks_and_preemption(model, prefixed, solo_tokens):
+    result = run(model, prefixed, policy="continuous", max_batch=4, prefix_cache=True, prefill_chunk=7, kv_blocks=4)
+    assert result.summary.preemptions >= 1
+    check_tokens(result, solo_tokens, "prefixed")
+    check_blocks(result, prefixed, 16)
+
+
+def test_the_books_balance_at_every_iteration(model, reqs, monkeypatch):
+    from inferlab.serve import scheduler
+
+    seen = []
+    schedule = scheduler.Scheduler.schedule
+
+    def checked(self):
+        out = schedule(self)
+        seen.append(self.pool.problems())
+        return out
+
+    monkeypatch.setattr(scheduler.Scheduler, "schedule", checked)
+    run(model, reqs, max_batch=5, kv_blocks=5, prefill_chunk=8)
+    assert len(seen) > 5 and all(p == [] for p in seen)
+
+
+def test_seeded_sampling_matches_generate(model):
+    rs = [request(model, text, 6, id=i, sampling=il.SamplingConfig(temperature=0.9, top_k=40, seed=10 + i))
+          for i, text in enumerate(["ROMEO.", "To be, or not", "What light"])]
+    result = run(model, rs, max_batch=3)
+    assert [list(s.tokens) for s in result.requests] == [solo(model, r) for r in rs]
+
+
+def test_static_waits_for_the_batch_and_continuous_refills_a_slot(model, reqs):
+    for policy in ("static", "continuous"):
+        result = run(model, reqs, policy=policy, max_batch=2)
+        finish = {s.request.id: s.finish for s in result.requests}
+        joined_mid_flight = False
+        for a, b in zip(result.iterations, result.iterations[1:], strict=False):
+            newcomers = set(b.requests) - set(a.requests)
+            still_running = [rid for rid in a.requests if finish[rid] > a.end]
+            if newcomers and still_running:
+                joined_mid_flight = True
+        assert joined_mid_flight == (policy == "continuous"), policy
+
+
+def test_times_and_summary(model):
+    rs = workload(4, 40.0, prompt_tokens=(4, 10), new_tokens=(2, 5), seed=1, model=model)
+    result = run(model, rs, max_batch=4)
+    first_run = {rid: it.start for it in reversed(result.iterations) for rid in it.requests}
+    for s in result.requests:
+        times = s.token_times
+        assert len(times) == len(s.tokens) == s.request.max_new_tokens
+        assert all(a <= b for a, b in itertools.pairwise(times))
+        assert s.arrival <= first_run[s.request.id] <= s.first_token  # nothing runs before it arrives
+        assert s.ttft == pytest.approx(s.first_token - s.arrival)
+        assert s.tpot == pytest.approx((s.finish - s.first_token) / (len(s.tokens) - 1))
+    summ = result.summary
+    assert summ.generated_tokens == sum(len(s.tokens) for s in result.requests)
+    assert summ.seconds == pytest.approx(max(s.finish for s in result.requests))
+    assert summ.tokens_per_s == pytest.approx(summ.generated_tokens / summ.seconds)
+    assert summ.ttft.p50 <= summ.ttft.p90 <= summ.ttft.p99 == pytest.approx(max(s.ttft for s in result.requests),
+                                                                                rel=0.05)
+    assert [n for _, n in summ.blocks_over_time] == [it.used_blocks for it in result.iterations]
+    assert "tokens/s" in repr(summ) and "Served(#0" in repr(result.requests[0])
+
+
+def test_paged_forward_matches_prefill_logits(model):
+    """Two requests in one pool, tables out of order: a prompt read in two chunks beside another's decode."""
+    a = model.encode("To be, or not to be, that is the question: whether")  # 13 tokens
+    b = model.encode("ROMEO. But soft")
+    kv = PagedKV(model, 6, 4)  # 6 blocks of 4 positions
+    table_a, table_b = (3, 0, 5, 1), (2, 4)
+    kv.forward([Segment(tuple(a[:5]), 0, table_a, False), Segment(tuple(b), 0, table_b, True)])
+    got = kv.forward([Segment((7,), len(b), table_b, True), Segment(tuple(a[5:]), 5, table_a, True)])
+    assert got.shape == (2, model.info.vocab_size)
+    torch.testing.assert_close(got[0], il.prefill(model, [*b, 7])[0][0], rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(got[1], il.prefill(model, a)[0][0], rtol=1e-4, atol=1e-4)
+
+
+def test_block_pool_counts():
+    pool = BlockPool(4, 16, prefix_cache=True)
+    assert pool.grow(0, 33) and pool.tables[0] == [0, 1, 2] and pool.free_blocks == 1
+    assert not pool.grow(1, 40) and pool.tables[1] == []  # all or nothing
+    tokens = list(range(60))
+    pool.remember(0, tokens, 33)  # two full blocks written (the third is not full, nor written)
+    pool.release(0)
+    assert pool.used_blocks == 0 and pool.problems() == []
+    assert pool.cached_prefix(tokens) == [0, 1]  # still findable after release; only written blocks
+    assert pool.cached_prefix(tokens[:32]) == [0]  # one token must be left to compute
+    assert pool.cached_prefix([99, *tokens[1:40]]) == []
+    pool.share(2, [0, 1])
+    assert pool.refs[:2] == [1, 1] and pool.hit_tokens == 32
+    assert pool.grow(2, 40) and pool.tables[2] == [0, 1, 3]  # block 2 and 3 were free; 3 was freed first
+    assert pool.problems() == []
+    pool.tables[2].append(0)
+    assert any("twice" in p for p in pool.problems())
+    pool.tables[2].pop()
+    pool.refs[3] = 2
+    assert any("references" in p for p in pool.problems())
+    pool.tables[5] = [3]  # now two tables hold block 3, which holds no cached prefix
+    assert [p for p in pool.problems() if "no cached prefix block" in p] == [
+        "block 3 is held by 2 requests but is no cached prefix block"]
+    pool.tables[5] = [0]
+    pool.refs[0], pool.refs[3] = 2, 1
+    assert pool.problems() == []  # block 0 is a cached prefix block: sharing it is the point
+
+
+def test_workload_is_seeded_and_its_prompts_are_text(model):
+    a = workload(6, 5.0, prompt_tokens=(4, 30), new_tokens=(2, 9), seed=7, model=model)
+    assert a == workload(6, 5.0, prompt_tokens=(4, 30), new_tokens=(2, 9), seed=7, model=model)
+    assert a != workload(6, 5.0, prompt_tokens=(4, 30), new_tokens=(2, 9), seed=8, model=model)
+    assert [r.id for r in a] == list(range(6)) and a[0].arrival == 0.0
+    assert all(x.arrival < y.arrival for x, y in itertools.pairwise(a))
+    for r in a:
+        assert 4 <= len(r.prompt_ids) <= 30 and 2 <= r.max_new_tokens <= 9 and not r.stop_at_eos
+        assert model.encode(r.prompt) == list(r.prompt_ids)
+    many = workload(400, 5.0, prompt_tokens=4, new_tokens=2, seed=1, model=model)
+    assert many[-1].arrival / 399 == pytest.approx(1 / 5.0, rel=0.15)  # Poisson: mean gap 1 / rate
+    shared = workload(3, math.inf, prompt_tokens=5, new_tokens=2, seed=1, model=model, shared_prefix=20)
+    assert len({r.prompt_ids[:20] for r in shared}) == 1 and all(len(r.prompt_ids) == 25 for r in shared)
+    assert all(r.arrival == 0.0 for r in shared)
+
+
+BAD_RUN = [
+    ({"policy": "fast"}, ValueError, "policy='fast'"),
+    ({"max_batch": 0}, ValueError, "max_batch=0"),
+    ({"block_size": 0}, ValueError, "block_size=0"),
+    ({"kv_blocks": 1}, ValueError, "kv_blocks=1"),
+    ({"prefill_chunk": 0}, ValueError, "prefill_chunk=0"),
+    ({"prefix_cache": "yes"}, TypeError, "prefix_cache"),
+    ({"max_batch": 2.5}, TypeError, "max_batch"),
+]
+
+
+@pytest.mark.parametrize(("kwargs", "error", "names"), BAD_RUN)
+def test_bad_settings_are_refused_with_the_fix(model, reqs, kwargs, error, names):
+    with pytest.raises(error) as info:
+        run(model, reqs, **kwargs)
+    assert names in str(info.value) and "Fix:" in str(info.value)
+
+
+def test_bad_requests_and_workloads_are_refused_with_the_fix(model, reqs):
+    cases = [
+        (lambda: run(model, []), "requests="),
+        (lambda: run(model, ["To be"]), "requests="),
+        (lambda: run(model, [reqs[0], reqs[0]]), "a different id for every request"),
+        (lambda: run("bundled", reqs), "il.load"),
+        (lambda: workload(0, 1.0, model=model), "n=0"),
+        (lambda: workload(3, -1.0, model=model), "rate_per_s=-1.0"),
+        (lambda: workload(3, 1.0, prompt_tokens=(9, 3), model=model), "lo <= hi"),
+        (lambda: workload(3, 1.0, prompt_tokens=(4, 400), new_tokens=200, model=model), "context length"),
+        (lambda: request(model, "", 4), "prompt=''"),
+    ]
+    for make, words in cases:
+        with pytest.raises((ValueError, TypeError)) as info:
+            make()
+        assert words in str(info.value) and "Fix" in str(info.value), str(info.value)
+    with pytest.raises(ValueError, match=r"kv_blocks=2 .*at least 3.*Fix: use kv_blocks >= 3"):
+        run(model, [request(model, "To be", 40)], kv_blocks=2)
+
+
+def test_transformers_generate_batch_gives_the_same_tokens(model, short):
+    """Hugging Face's own continuous batching, the peer serve is measured against, answers the same."""
+    from inferlab import _hf
+
+    ids = [list(r.prompt_ids) for r in short]
+    theirs = _hf.hf_generate_batch(model, ids, max_new_tokens=4, max_batch=4, block_size=16, kv_blocks=8)
+    same = [Request(r.id, r.prompt, r.prompt_ids, 4, 0.0, False) for r in short]
+    assert theirs == [list(s.tokens) for s in run(model, same, max_batch=4).requests]
+    assert il.generate(model, short[0].prompt, max_new_tokens=4, stop_at_eos=False).generated_ids == theirs[0]
