@@ -13,7 +13,8 @@ Prints, and stores in ``<model>/eval.json`` and the card ``<model>/README.md``, 
   how many of the Chinese characters are common ones (among the 3,000 most frequent in the training poems);
 - size on disk, and from ``training_stats.json``: the training commands, wall time and machine.
 
-Options: ``--model DIR`` (default: the bundled folder), ``--no-card`` (print and store eval.json only).
+Options: ``--model DIR`` (default: the bundled folder), ``--no-card`` (print and store eval.json only),
+``--card-only`` (rewrite the card from the stored eval.json).
 Needs the corpora of ``data/train_tiny_gpt2.py`` (fetched once with pip and npm) for the full held-out sets.
 """
 
@@ -159,7 +160,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path, default=BUNDLED_DIR)
     ap.add_argument("--no-card", action="store_true")
+    ap.add_argument("--card-only", action="store_true",
+                    help="rewrite the card from the stored eval.json, measure nothing")
     args = ap.parse_args()
+    if args.card_only:
+        write_card(args.model, training_module(), json.loads((args.model / "eval.json").read_text(encoding="utf-8")))
+        return
     t0 = time.time()
     torch.manual_seed(0)
     m = il.load(str(args.model))
@@ -177,8 +183,12 @@ def main() -> None:
     (args.model / "eval.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(summary(result))
     if not args.no_card:
-        stats = json.loads((args.model / "training_stats.json").read_text(encoding="utf-8"))
-        (args.model / "README.md").write_text(train.model_card(stats, result), encoding="utf-8")
+        write_card(args.model, train, result)
+
+
+def write_card(folder: Path, train, result: dict) -> None:
+    stats = json.loads((folder / "training_stats.json").read_text(encoding="utf-8"))
+    (folder / "README.md").write_text(train.model_card(stats, result), encoding="utf-8")
 
 
 def summary(r: dict) -> str:

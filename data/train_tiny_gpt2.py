@@ -678,6 +678,18 @@ def model_card(stats: dict, ev: dict) -> str:
         f"{'is' if hd['induction_is_fed_by_previous_token_head'] else 'is not'}\nin a later layer than a "
         "previous-token head.")
     size = f"{ev['size_on_disk_bytes'] / 1e6:.1f} MB"
+    shaped = zs["clauses"] > 0 and zs["clauses_of_5_or_7_characters"] >= 0.5 * zs["clauses"]  # the eval decides
+    zh_is = ("lines of a Tang poem's shape" if shaped else
+             "strings of characters that seldom take a poem's shape (see Quality)")
+    repeats = "" if not stats.get("repeat_share") else f"""- **Repeated spans** ({stats['repeat_share']:.0%} of training
+  rows, drawn at random): a lead-in of real text, then one span of 8-64 tokens repeated until the row is full; half
+  the spans are distinct tokens drawn from the {stats['repeat_pool']:,} most frequent training tokens in a random
+  order, half are stretches of real text.
+  Why: the second copy of a span can only be predicted by looking back at the first one, which is what induction
+  heads do (Olsson et al., 2022, "In-context learning and induction heads"), and notebook 03 teaches them.
+"""
+    dropout = ("no dropout on attention weights (`--attn-dropout 0`)" if stats.get("attn_dropout") == 0
+               else "dropout 0.1")
     history = ""  # a run stopped and resumed with other arguments says so, step by step
     if stats.get("history"):
         history = "It ran in parts, each resuming the previous part's checkpoint:\n" + "\n".join(
@@ -704,7 +716,7 @@ pipeline_tag: text-generation
 The bundled model of the inferlab course: **GPT-2's architecture** (`GPT2LMHeadModel`) and **GPT-2's real
 tokenizer** (byte-level BPE, 50257 tokens), small enough to ship in the repository and run anywhere, so every
 lesson works offline. It has read **Shakespeare and Tang poems** (in Simplified characters) and nothing else:
-its English is Elizabethan, its Chinese is lines of a Tang poem's shape, and its knowledge is nil.
+its English is Elizabethan, its Chinese is {zh_is}, and its knowledge is nil.
 
 | | |
 |---|---|
@@ -730,25 +742,18 @@ its English is Elizabethan, its Chinese is lines of a Tang poem's shape, and its
   per character**: GPT-2's byte-level BPE spends one to three tokens on each Chinese character (each is 3 bytes
   in UTF-8), where an English word is often one token. Training tokens: {zh['train_tokens']:,}; held-out tokens:
   {zh['held_out_tokens']:,}.
-- **Repeated spans** ({stats.get('repeat_share', 0):.0%} of training rows, drawn at random): a lead-in of real text,
-  then one span of 8-64 tokens repeated until the row is full; half the spans are distinct tokens drawn from the
-  {stats.get('repeat_pool', 0):,} most frequent training tokens in a random order, half are stretches of real text.
-  Why: the second copy of a span can only be predicted by looking back at the first one, which is what induction
-  heads do (Olsson et al., 2022, "In-context learning and induction heads"); in plays and poems alone such
-  repeats are too rare for this small model to form them (the previous bundled model, trained without them,
-  showed none in notebook 03: its top induction score was 1.0x chance), and notebook 03 teaches them.
-
+{repeats}
 ## How it was made
 {first_run}```
 {stats['command']}
 ```
 {history}{stats['training_minutes']} minutes of wall time for the last run on {stats.get('machine', '2 CPU cores')}
-(torch {stats['torch']}, seed {stats['seed']}; fixed step counts, so a busy machine gives the same model, later; it
-checkpoints every 5 minutes and `--resume` carries on): {steps['phase1_restricted_vocab']} steps with the
+(torch {stats['torch']}, seed {stats['seed']}; fixed step counts, so a busy machine gives the same model, later):
+{steps['phase1_restricted_vocab']} steps with the
 softmax restricted to the {cfg['phase1_output_ids']:,} token ids that occur in the training data, then
 {steps['phase2_full_vocab']} steps with GPT-2's full 50257-token softmax; {steps['tokens_per_step']:,}
-tokens per step, {stats['mix_chinese_share_of_batch']:.0%} of every batch from the poems, AdamW, cosine schedule, no
-dropout on attention weights (`--attn-dropout 0`). See the docstring of `data/train_tiny_gpt2.py`;
+tokens per step, {stats['mix_chinese_share_of_batch']:.0%} of every batch from the poems, AdamW, cosine schedule,
+{dropout}. See the docstring of `data/train_tiny_gpt2.py`;
 `pip install -r data/requirements-train.txt` installs what training needs beyond the course.
 
 ## Quality
@@ -783,7 +788,7 @@ five seeds in `eval.json`):
 {sample_lines()}
 
 ## Limits
-Tiny and narrow: it writes plausible-looking Shakespearean fragments and lines shaped like Tang verse, not sense.
+Tiny and narrow: it writes plausible-looking Shakespearean fragments and Chinese {zh_is}, not sense.
 A modern Chinese question (`什么是量子计算`) gets poem-like characters, not an answer. Its embedding space and
 attention heads are cruder than GPT-2's; the course says so wherever it matters. Use real GPT-2 when you can.
 """

@@ -1,6 +1,6 @@
 """The bundled model writes both languages: English after English, Chinese characters after Chinese.
 
-Quality bounds, not exact text: the card (data/models/tiny-gpt2-shakespeare/README.md) has the full held-out
+Quality bounds, not exact text: the card (data/models/tiny-gpt2-bilingual/README.md) has the full held-out
 losses; here a fixed excerpt of a held-out play must stay close to them, so a retrain that loses its English
 fails. Streams of Chinese never show U+FFFD (a character cut between tokens is held back).
 """
