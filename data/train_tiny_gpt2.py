@@ -350,6 +350,12 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
 
 
 
+def size_of(context: int, width: int, layers: int, heads: int, attn_dropout: float = 0.1) -> dict:
+    """GPT2Config's size arguments (and the <|endoftext|> ids) for a model of this shape."""
+    return {"n_positions": context, "n_embd": width, "n_layer": layers, "n_head": heads,
+            "bos_token_id": EOT, "eos_token_id": EOT, "attn_pdrop": attn_dropout}
+
+
 def restricted_copy(full: GPT2LMHeadModel, used: torch.Tensor, size: dict) -> GPT2LMHeadModel:
     """The same model with its tied embedding cut down to the rows ``used`` (phase 1 of a warm start)."""
     small = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **size))
@@ -488,8 +494,7 @@ def main() -> None:
         start_stats = json.loads((args.init / "training_stats.json").read_text(encoding="utf-8"))
     else:
         base, start_stats = None, None
-        small = {"n_positions": ctx, "n_embd": args.d_model, "n_layer": args.layers,
-                 "n_head": args.heads, "bos_token_id": EOT, "eos_token_id": EOT, "attn_pdrop": args.attn_dropout}
+        small = size_of(ctx, args.d_model, args.layers, args.heads, args.attn_dropout)
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **small))
 
     def losses(full_model: GPT2LMHeadModel) -> str:

@@ -15,6 +15,7 @@ REPO = LIB.parents[1]
 LAYERS: list[tuple[str, ...]] = [
     ("i18n",),                                              # the language a reader reads
     ("errors", "paths", "plain", "progress", "scale", "timing", "units"),  # plain helpers
+    ("gate",),                                              # the rules a quiet run meets (plain numbers in)
     ("cost",),                                              # formulas: FLOPs, bytes, floors, published shapes
     ("_hf",),                                               # the one adapter to Hugging Face
     ("checkpoints",),                                       # a model folder's files, checked; device and dtype
@@ -97,7 +98,7 @@ def test_an_upward_import_is_named():
     texts = {timing: "from .engine import generate\n", sweeps: "from ..viz import latency\n"}
     assert upward_imports([timing, sweeps], texts) == [
         "timing.py (layer 1) imports from higher layers: ['engine']",
-        "measure/sweeps.py (layer 13) imports from higher layers: ['viz']"]
+        "measure/sweeps.py (layer 14) imports from higher layers: ['viz']"]
 
 
 def test_no_import_cycles_between_modules():

@@ -143,7 +143,7 @@ def test_a_resumed_run_carries_on_exactly_where_the_checkpoint_was_saved(train, 
 
     def fresh():
         torch.manual_seed(0)
-        return GPT2LMHeadModel(GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=1, n_head=2))
+        return GPT2LMHeadModel(GPT2Config(vocab_size=50, **train.size_of(context=16, width=16, layers=1, heads=2)))
 
     def run(steps, start=0, model=None, opt_state=None, gen=None, save_at=None):
         model = model or fresh()

@@ -9,7 +9,8 @@
   cannot) and ``fast_decoders`` the fast paths a profile or the benchmark compares.
 - ``scoreboard_rows``: each technique against its baseline, as text for ``viz.speed.scoreboard``.
 
-Attention kernels are ``measure.kernels.kernel_sweep``; batching is ``measure.sweeps.batch_sweep``.
+Attention kernels are ``measure.kernels.kernel_sweep``; batching is ``measure.sweeps.batch_sweep``. One piece: the
+techniques are timed by one set of interleaved runs and share their rows, so they are read side by side here.
 Every path must produce the same greedy tokens; the rows carry them so notebooks can check.
 """
 

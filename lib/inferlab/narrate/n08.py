@@ -4,7 +4,8 @@ In the order of the notebook: the step's floor (``step_floor``), where a step's 
 ``full_size_steps``), attention's memory (``attention_memory``), weight formats (``quant_table``,
 ``quant_models``), the decode paths (``ladders``), the layout the fast path chose and why (``layout_choice``,
 ``product_table``, ``where_the_rest_goes``), the prompt (``prefill_limit``) and batching (``batching``). In the
-reader's language (``inferlab.i18n.tr``).
+reader's language (``inferlab.i18n.tr``). One piece: one notebook's narration, each finding a short function
+beside the others it is read with.
 
 >>> from inferlab.fast.choice import Choice
 >>> layout_choice(Choice("packed", False, {"packed": 0.040, "tied": 0.048}))[:45]
