@@ -11,6 +11,7 @@ import torch
 import inferlab as il
 from inferlab import fast
 from inferlab.fast import choice as fast_choice
+from inferlab.fast.layouts import PACKED_ROWS, linear_packed, onednn_packing
 from inferlab.measure import profiling
 
 PROMPT = "To be, or not to be, that is the question"
@@ -218,3 +219,15 @@ def test_a_candidate_that_cannot_run_is_left_out_with_its_reason():
     got = fast_choice.time_candidates({"tied": lambda: None, "rows+compile": no_compiler})
     assert got["rows+compile"] == "RuntimeError: no C++ compiler found"
     assert isinstance(got["tied"], float)
+
+
+@pytest.mark.skipif(not onednn_packing(), reason="this PyTorch cannot pre-pack weights for oneDNN")
+def test_one_row_through_two_row_packed_weights_is_the_same_product():
+    # "packed" serves one row with the two-row kernel (padded, extra row dropped): the row's result must not change
+    torch.manual_seed(0)
+    w, b = torch.randn(96, 64), torch.randn(96)  # [out, in]
+    for rows in (1, 2, 3):
+        x = torch.randn(rows, 64)
+        got = linear_packed(x, torch.ops.mkldnn._reorder_linear_weight(w, max(rows, PACKED_ROWS)), b)
+        assert got.shape == (rows, 96)
+        assert torch.allclose(got, x @ w.T + b, atol=1e-4), rows

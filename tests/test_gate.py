@@ -59,6 +59,16 @@ def test_a_quiet_run_passes_every_rule():
     assert gate.judge(QUIET) == []
 
 
+def test_a_batch_drop_within_the_sweeps_own_noise_passes_and_one_beyond_it_fails():
+    # the fast path's step reads its weights once per step: batch 1 and 4 cost about the same, so medians cross
+    crossing = batch([18.8, 14.8, 20.0, 30.0]) | {"fastest": [x * MS for x in (14.0, 13.5, 19.0, 29.0)],
+                                                 "slowest": [x * MS for x in (22.0, 16.0, 21.0, 31.0)]}
+    assert gate.judge([crossing]) == []
+    apart = crossing | {"slowest": [x * MS for x in (22.0, 13.9, 21.0, 31.0)]}  # every repeat at 4 beat every one at 1
+    (drop,) = gate.judge([apart])
+    assert drop.rule == "batch" and "18.8 ms at batch 1 to 14.8 ms at batch 4" in drop.reason
+
+
 def test_the_reasons_carry_the_numbers():
     (agree,) = gate.judge(DISTURBED["agree"])
     assert "43.0 ms in cell 0" in agree.reason and "394.0 ms in cell 4" in agree.reason and "9.2x" in agree.reason
@@ -191,6 +201,9 @@ def test_the_measurements_leave_their_records(live, model, own_choice_cache):
     measure.compare_cache(model, "To be, or not to be", 3, repeats=1, warmup_tokens=1)
     measure.latency.measure(model, "To be", 3, repeats=1)
     kinds = [(m["inferlab"]["evidence"]["kind"], m["inferlab"]["evidence"]["via"]) for _, m in live]
+    sweep = live[0][1]["inferlab"]["evidence"]  # a batch sweep keeps its noise: fastest <= median <= slowest
+    assert all(lo <= med <= hi for lo, med, hi in
+               zip(sweep["fastest"], sweep["medians"], sweep["slowest"], strict=True))
     assert kinds == [("batch", "batch_sweep(decode, engine)"), ("step", "batch_sweep (batch 1)"),
                      ("step", "decode_sweep"), ("profile", "profile_step"), ("step", "first_token_parts"),
                      ("step", "compare_cache (with the cache)"), ("step", "measure (TPOT)")]

@@ -27,7 +27,7 @@ from ..timing import clock
 from ..tokens import piece_text
 from ..trace import Trace
 from .choice import Choice, choose
-from .layouts import WEIGHTS, PromptScratch, block_weights, linear_onednn, onednn_packing
+from .layouts import PACKED_ROWS, WEIGHTS, PromptScratch, block_weights, linear_onednn, linear_packed, onednn_packing
 
 
 class FastDecoder:
@@ -87,7 +87,8 @@ class FastDecoder:
         self.n_head, self.d = info.n_head, info.d_model
         self.scale = info.head_dim ** -0.5  # as Hugging Face passes it to SDPA
         self.head_t = self.head.t().contiguous() if weights == "transposed" else None  # [d_model, vocab]
-        self.head_packed = torch.ops.mkldnn._reorder_linear_weight(self.head, batch) if weights == "packed" else None
+        self.head_packed = (torch.ops.mkldnn._reorder_linear_weight(self.head, max(batch, PACKED_ROWS))
+                            if weights == "packed" else None)
         # one [batch, heads, slots, head_dim] tensor per layer, not views of one big tensor: a compiled
         # step then writes the new K, V in place instead of copying a layer's whole cache every step
         shape = (batch, info.n_head, self.max_tokens, info.head_dim)
@@ -160,7 +161,7 @@ class FastDecoder:
         if gemv:
             return (self.head * h).sum(-1).view(1, -1)
         if self.head_packed is not None:
-            return linear_onednn(h, self.head_packed, None)
+            return linear_packed(h, self.head_packed, None)
         if self.weights == "rows" and self._onednn and not torch.compiler.is_compiling():
             return linear_onednn(h, self.head, None)
         return h @ self.head_t if self.head_t is not None else F.linear(h, self.head)

@@ -224,7 +224,8 @@ def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repe
     tokens = tuple(done) if job == "decode" else tuple(b * context for b in done)
     sweep = Sweep(f"{job}-batch", tr("batch size (sequences)"), tuple(done), tuple(times), tokens, batch=1,
                   context=context, **meta(model), note=note)
-    gate.batch(model.info, sweep.xs, sweep.medians, via=f"batch_sweep({job}, {path})", job=job, path=path)
+    gate.batch(model.info, sweep.xs, sweep.medians, via=f"batch_sweep({job}, {path})", job=job, path=path,
+               fastest=[min(t) for t in sweep.times], slowest=[max(t) for t in sweep.times])
     if job == "decode" and sweep.xs[0] == 1 and _chosen_path(path, options):
         gate.step(model.info, sweep.medians[0], via="batch_sweep (batch 1)", path=path, context=context)
     return sweep
