@@ -69,6 +69,12 @@ def test_a_batch_drop_within_the_sweeps_own_noise_passes_and_one_beyond_it_fails
     assert drop.rule == "batch" and "18.8 ms at batch 1 to 14.8 ms at batch 4" in drop.reason
 
 
+def test_the_batch_rule_judges_gpt2s_shape_not_a_tiny_models_overhead():
+    tiny = batch([1.7, 1.3, 1.4, 2.0], xs=(1, 2, 4, 8)) | {"reference": False, "model": "tiny"}
+    assert gate.judge([tiny]) == []
+    assert [b.rule for b in gate.judge([tiny | {"reference": True}])] == ["batch"]
+
+
 def test_the_reasons_carry_the_numbers():
     (agree,) = gate.judge(DISTURBED["agree"])
     assert "43.0 ms in cell 0" in agree.reason and "394.0 ms in cell 4" in agree.reason and "9.2x" in agree.reason
@@ -95,9 +101,11 @@ def test_the_edition_names_the_notebook_that_disagrees():
 
 # ----------------------------------------------------------------------------- the stored-notebook check
 def _with_evidence(records: list[dict], name: str = "04_prefill_and_decode.ipynb", folder: Path | None = None) -> Path:
-    """The stored English 04 (executed, fresh) with ``records`` in the outputs of its batch-sweep cell, in a folder of
-    its own: what a re-executed 04 stores."""
+    """The stored English 04 (executed, fresh) with ``records`` (and no other) in the outputs of its batch-sweep cell,
+    in a folder of its own: what a re-executed 04 stores."""
     nb = json.loads((ROOT / "notebooks" / "04_prefill_and_decode.ipynb").read_text(encoding="utf-8"))
+    for c in (c for c in nb["cells"] if c["cell_type"] == "code"):  # the stored run's own records out
+        c["outputs"] = [o for o in c["outputs"] if gate.KEY not in (o.get("metadata") or {})]
     cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and "batch_sweep(" in "".join(c["source"]))
     cell["outputs"] += [{"output_type": "display_data", "data": gate.banner([]),
                          "metadata": {gate.KEY: {"evidence": r}}} for r in records]

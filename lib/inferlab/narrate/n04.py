@@ -64,7 +64,8 @@ def ceilings(machine: MachineProfile, decode_intensity: float, prefill_intensity
     text += (tr("prefill of {n} tokens ({x:.1f} FLOP/B) is above it. ", n=prompt_len, x=prefill_intensity)
              if prefill_intensity > machine.ridge else
              tr("prefill of {n} tokens ({x:.1f} FLOP/B) is below it. ", n=prompt_len, x=prefill_intensity))
-    return text + tr("Every floor in this notebook uses these two numbers, measured once for the session.")
+    return text + tr("Every floor in this notebook uses these two numbers, measured once on this machine and kept "
+                     "(`machine_profile(refresh=True)` measures them again).")
 
 
 def prefill_knee(lengths, medians, knee: int | None, model: str) -> str:
