@@ -11,9 +11,10 @@ inferlab.tools.notebook_tools check`` reads the numbers back without parsing pro
 - ``spread``: the machine profile's slowest run is within 20% of its best (``SPREAD_MAX``).
 - ``agree``: the batch-1 decode step of GPT-2 small's shape (float32), wherever it is timed, agrees within
   1.5x (``AGREE_X``); across the timing notebooks of one edition too (``judge_edition``).
-- ``batch``: a batch sweep's median never drops by more than 15% from one batch size to the next
-  (``BATCH_DROP``) unless the repeats overlap (the bigger batch's slowest repeat at least the smaller one's
-  fastest: within the sweep's own noise): a bigger batch does more work, so a drop beyond the noise is a
+- ``batch``: a batch sweep's median never drops by more than 25% from one batch size to the next
+  (``BATCH_DROP``: two back-to-back sweeps of the same step on a 2-core VM differed by up to 21%) unless the
+  repeats overlap (the bigger batch's slowest repeat at least the smaller one's fastest: within the sweep's own
+  noise): a bigger batch does more work, so a drop beyond the noise is a
   disturbance. Judged on GPT-2 small's shape (the reference model, as ``agree``): a tiny model's step of a
   millisecond or two is mostly per-call overhead, where the layout the fast path picks for each batch size can
   make batch 2 faster than batch 1 with nothing disturbing the run.
@@ -46,7 +47,7 @@ from .i18n import tr
 KEY = "inferlab"  # output metadata: {"inferlab": {"evidence": record}}
 SPREAD_MAX = 0.20
 AGREE_X = 1.5
-BATCH_DROP = 0.15
+BATCH_DROP = 0.25  # two back-to-back sweeps of the same step on a 2-core VM differed by up to 21%
 PROFILE_X = 1.1
 FAST_SLACK = 1.05
 REFERENCE_SHAPE = (12, 12, 768, 50257)  # GPT-2 small: layers, heads, width, vocabulary
