@@ -77,6 +77,11 @@ def test_the_batch_rule_judges_gpt2s_shape_not_a_tiny_models_overhead():
     assert [b.rule for b in gate.judge([tiny | {"reference": True}])] == ["batch"]
 
 
+def test_the_profile_rule_leaves_out_steps_the_profiler_itself_inflates():
+    assert gate.judge([profile(2.2, 1.9)]) == []  # a 1.9 ms step: the profiler's per-operator cost is 10-20%
+    assert [b.rule for b in gate.judge([profile(22.0, 19.0)])] == ["profile"]
+
+
 def test_the_reasons_carry_the_numbers():
     (agree,) = gate.judge(DISTURBED["agree"])
     assert "43.0 ms in cell 0" in agree.reason and "394.0 ms in cell 4" in agree.reason and "9.2x" in agree.reason
