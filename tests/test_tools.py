@@ -241,9 +241,13 @@ def test_execute_on_a_disk_that_fills_up_during_the_run_is_one_line(tmp_path, ca
     assert nb.read_bytes() == before and sorted(p.name for p in nb.parent.iterdir()) == ["01_one.ipynb"]
 
 
-def test_execute_stops_at_once_on_ctrl_c(tmp_path):
+@pytest.mark.parametrize("inherited", ["default", "ignored"])
+def test_execute_stops_at_once_on_ctrl_c(tmp_path, inherited):
     import signal
     import time
+
+    # "ignored": started by a parent that ignores SIGINT (the disposition survives exec), as a test worker can be
+    ignore = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if inherited == "ignored" else None
 
     nb = _notebook(tmp_path / "notebooks" / "01_slow.ipynb",
                    "open('started', 'w').close()\nimport time\nfor _ in range(600): time.sleep(0.5)")
@@ -252,7 +256,7 @@ def test_execute_stops_at_once_on_ctrl_c(tmp_path):
     env = {k: v for k, v in os.environ.items() if k != "INFERLAB_SCALE"}
     command = [sys.executable, "-m", "inferlab.tools.notebook_tools", "execute", "notebooks/01_slow.ipynb"]
     run = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                           start_new_session=True)
+                           start_new_session=True, preexec_fn=ignore)
     try:
         deadline = time.time() + 90
         while not (nb.parent / "started").exists():  # the kernel is running the slow cell

@@ -48,6 +48,7 @@ import hashlib
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -487,6 +488,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tidied {changed} of {len(paths)} notebook(s)" + (f"; {bad} could not be read" if bad else ""))
         return 1 if bad else 0
     if args.command == "execute":
+        # Ctrl-C must stop a run even when this process inherited SIGINT as ignored (a parent that ignores it,
+        # as a test runner's worker may, passes that on through exec; Python then installs no handler)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         for p in paths:
             try:
                 print(f"{shown(p)}: {execute(p, args.timeout):.1f} s", flush=True)
