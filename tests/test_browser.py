@@ -12,6 +12,7 @@ Screenshots go to ``artifacts/browser/``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
@@ -36,6 +37,16 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
                  "--disable-dev-shm-usage"]
 HOW = ("Install Debian's Chromium (`sudo apt-get install chromium`) and `pip install -r requirements.txt`, "
        "then run `pytest tests/test_browser.py`.")
+
+
+@contextlib.contextmanager
+def _failure_shot(page, name: str):
+    """On a failure inside, a full-page screenshot ``<name>-failure.png`` for CI's artifacts; the error goes on."""
+    try:
+        yield
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / f"{name}-failure.png"), full_page=True)
+        raise
 
 
 def _browser_or_skip():
@@ -416,7 +427,7 @@ def test_self_check_answered_in_jupyterlab(views_page):
     first = load_questions("00")[0]
     wrong = next(c for c in first.choices if not c.correct)
     right = next(c for c in first.choices if c.correct)
-    try:
+    with _failure_shot(page, "self_check"):
         question = page.locator(".inferlab-selfcheck-question").first
         question.wait_for(timeout=60_000)
         for choice, says in ((wrong, "Not this one."), (right, "Right.")):
@@ -428,9 +439,6 @@ def test_self_check_answered_in_jupyterlab(views_page):
         cut = _cut(page, ".inferlab-selfcheck-question, .inferlab-selfcheck-question *")
         assert not cut, f"cut at 1280 px: {cut}"
         question.screenshot(path=str(ARTIFACTS / "self_check.png"))
-    except Exception:
-        page.screenshot(path=str(ARTIFACTS / "self_check-failure.png"), full_page=True)
-        raise
 
 
 def test_self_check_shows_its_answers_in_the_html_edition(browser, tmp_path):
@@ -463,7 +471,7 @@ def test_lines_view_and_ablation_in_jupyterlab(views_page):
     """Notebook 03's two new views, live: the lines view redraws for another head, the ablation readout changes
     when another head is switched off. (A scratch notebook with just those cells keeps the suite short.)"""
     page = views_page
-    try:
+    with _failure_shot(page, "views_03"):
         lines = page.locator(".inferlab-lines-view").first
         lines.locator(".js-plotly-plot .main-svg").first.wait_for(timeout=60_000)
 
@@ -502,15 +510,12 @@ def test_lines_view_and_ablation_in_jupyterlab(views_page):
         cut = _cut(page, ".widget-label, .inferlab-lines-view *, .inferlab-ablation *")
         assert not cut, f"cut at 1280 px: {cut}"
         page.screenshot(path=str(ARTIFACTS / "views_03.png"), full_page=True)
-    except Exception:
-        page.screenshot(path=str(ARTIFACTS / "views_03-failure.png"), full_page=True)
-        raise
 
 
 def test_long_stream_leaves_its_buttons_clickable(views_page):
     """480 new tokens overflow the stream box: it scrolls, and Run again and Replay stay on top and clickable."""
     page = views_page
-    try:
+    with _failure_shot(page, "stream_long"):
         readout = page.locator(".inferlab-stream-readout").first
         readout.wait_for(timeout=60_000)
         done = "() => /done/.test(document.querySelector('.inferlab-stream-readout').innerText)"
@@ -529,9 +534,6 @@ def test_long_stream_leaves_its_buttons_clickable(views_page):
         page.wait_for_function("(old) => { const t = document.querySelector('.inferlab-stream-readout').innerText;"
                                " return t !== old && /done/.test(t); }", arg=before, timeout=120_000)
         page.screenshot(path=str(ARTIFACTS / "stream_long.png"), full_page=True)
-    except Exception:
-        page.screenshot(path=str(ARTIFACTS / "stream_long-failure.png"), full_page=True)
-        raise
 
 
 def test_a_long_title_stays_clear_of_plotlys_toolbar(views_page):

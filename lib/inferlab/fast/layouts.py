@@ -7,8 +7,8 @@ Each layout (``WEIGHTS``) keeps the model's own ``[in, out]`` tensors and adds a
 - ``"packed"``: every matrix pre-packed for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``, what
   ``torch.compile`` does with frozen weights), each product on all cores, the GELU inside its product. Packed
   for at least two rows (``PACKED_ROWS``): one row is padded to two, because oneDNN's one-row kernel streams
-  the weights slower than its two-row one (on a 2-core AMD EPYC, GPT-2's batch-1 step took 15-16 ms padded
-  against 21-30 ms unpadded, logits equal to 2e-6).
+  the weights slower than its two-row one (on a 2-core AMD EPYC, GPT-2's batch-1 step, alternating runs after a
+  warm-up: 17.1-20.1 ms padded against 19.2-22.5 ms unpadded, logits equal to 2e-6).
 - ``"rows"``: each block matrix as a plain ``[out, in]`` copy, for the compiled reductions ``(W * x).sum(-1)``.
 
 A prompt's products (many rows) always run as matrix-matrix products on the model's own layout into buffers
