@@ -83,6 +83,16 @@ def test_cpu_index_first_then_requirements(no_gpu_linux, capsys):
     assert "cpu build (about 200 MB): no NVIDIA GPU found" in capsys.readouterr().out
 
 
+def test_no_compile_reaches_every_pip_install_and_no_uninstall(no_gpu_linux):
+    pip = FakePip(torch_version="2.13.0+cpu")  # a CPU build replaced by the CUDA one: uninstall, torch, requirements
+    assert install.main(["--cuda", "-q", "--no-compile"], run=pip) == 0
+    uninstall, *installs = pip.commands
+    assert "--no-compile" not in uninstall and len(installs) == 2
+    assert all("--no-compile" in cmd for cmd in installs)
+    plain = FakePip(torch_version=None)
+    assert install.main([], run=plain) == 0 and not any("--no-compile" in cmd for cmd in plain.commands)
+
+
 def test_failing_cpu_index_asks_before_pypis_cuda_build(no_gpu_linux, capsys):
     asked = []
     pip = FakePip(torch_version=None, failing=(CPU,))
