@@ -215,6 +215,21 @@ def with_repeats(stream: Iterator[torch.Tensor], sources: list[torch.Tensor], po
         yield x
 
 
+def copy_batches(pool: torch.Tensor, block: int, batch: int, gen: torch.Generator) -> Iterator[torch.Tensor]:
+    """Batches for the copy warm-up (``--copy-steps``): every row is a span of distinct ids drawn from ``pool``
+    (frequent tokens, in a random order) and then the same span again, ``block`` ids in all.
+
+    Only copying predicts the second half, so an induction head (a previous-token head, then one that attends to
+    the token after the current token's earlier copy) is the one way down for the loss. In toy runs a 4-layer
+    model took about twice the steps of a 2-layer one to form it on such rows, and spread thin among ordinary
+    rows (``--repeat-share`` 8-20%) it had not formed after 1,300 steps; a short run of these rows first forms it.
+    """
+    half = block // 2
+    while True:
+        rows = [pool[torch.randperm(len(pool), generator=gen)[:half]] for _ in range(batch)]
+        yield torch.stack([torch.cat([r, r, r[: block - 2 * half]]) for r in rows])
+
+
 def mixed_batches(english: torch.Tensor, chinese: torch.Tensor, block: int, batch: int, mix: float,
                   gen: torch.Generator) -> Iterator[torch.Tensor]:
     """Windows ``[batch, block + 1]``: ``round(batch * mix)`` rows from the poems, the rest Shakespeare."""
@@ -441,6 +456,10 @@ def main() -> None:
                     help="chance that a training row is a repeated span instead (makes induction heads form)")
     ap.add_argument("--repeat-pool", type=int, default=2000,
                     help="repeated random spans draw from this many most frequent training ids")
+    ap.add_argument("--copy-steps", type=int, default=0,
+                    help="steps of the copy warm-up before phase 1: rows that repeat a random span of frequent "
+                         "tokens once (copy_batches), so that induction heads form before the ordinary data")
+    ap.add_argument("--copy-context", type=int, default=64, help="row length in the copy warm-up")
     ap.add_argument("--attn-dropout", type=float, default=0.1,
                     help="dropout on attention weights (0 saves a tenth of a step; the first run used 0.1)")
     ap.add_argument("--checkpoint", type=Path, default=CACHE / "checkpoint",
@@ -543,8 +562,13 @@ def main() -> None:
         print(f"[phase{phase}] resumed at step {resumed['step']} (saved {resumed['saved']})", flush=True)
         return resumed["step"], resumed["optimizer"]
 
+    if args.copy_steps and (resumed is None or resumed["phase"] == 0):  # phase 0: the copy warm-up
+        start, opt_state = resume_into(model, 0)
+        copies = copy_batches(pool1, args.copy_context + 1, args.batch * 4, gen)
+        train_loop(model, lambda _: copies, 0, args.lr, 30, "phase0", steps=args.copy_steps, start_step=start,
+                   opt_state=opt_state, checkpoint=saver(0, model), checkpoint_seconds=args.checkpoint_minutes * 60)
     steps1 = args.steps[0] if args.steps else None
-    if resumed is None or resumed["phase"] == 1:
+    if resumed is None or resumed["phase"] in (0, 1):
         start, opt_state = resume_into(model, 1)
         steps1 = train_loop(model, stream, budget * (1 - args.full_vocab_fraction), args.lr,
                             100 if base is None else 10, "phase1", steps=steps1,
@@ -553,7 +577,7 @@ def main() -> None:
                             checkpoint_seconds=args.checkpoint_minutes * 60)
 
     # Phase 2: the full GPT-2 vocabulary (the same for a warm start and a run from scratch).
-    if resumed is None or resumed["phase"] == 1:
+    if resumed is None or resumed["phase"] in (0, 1):
         with torch.no_grad():
             x = next(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen))[:, :-1]
         full = full_vocabulary(model, used, small, x, fit_unseen=base is not None)
@@ -630,6 +654,8 @@ def main() -> None:
         "seed": args.seed,
         "repeat_share": args.repeat_share,
         "repeat_pool": args.repeat_pool,
+        "copy_steps": args.copy_steps,
+        "copy_context": args.copy_context,
         "attn_dropout": args.attn_dropout,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
     }
@@ -692,6 +718,13 @@ def model_card(stats: dict, ev: dict) -> str:
   order, half are stretches of real text.
   Why: the second copy of a span can only be predicted by looking back at the first one, which is what induction
   heads do (Olsson et al., 2022, "In-context learning and induction heads"), and notebook 03 teaches them.
+"""
+    if stats.get("copy_steps"):
+        repeats += f"""- **A copy warm-up** first ({stats['copy_steps']:,} steps, `--copy-steps`): rows of
+  {stats['copy_context']} tokens, a span of distinct frequent tokens in a random order and then the same span again.
+  Why: mixed thinly among ordinary rows, repeated spans had formed no induction head after 1,300 steps of a 4-layer
+  model; rows where only copying predicts the second half form one in a few hundred steps, and the repeated spans
+  afterwards keep it in use.
 """
     dropout = ("no dropout on attention weights (`--attn-dropout 0`)" if stats.get("attn_dropout") == 0
                else "dropout 0.1")

@@ -133,6 +133,17 @@ def test_with_repeats_replaces_about_its_share_of_rows(train):
     assert not any(periodic(r) for r in untouched)
 
 
+def test_a_copy_row_is_a_span_of_distinct_pool_ids_then_the_same_span(train):
+    pool = torch.arange(100, 160)
+    batch = next(train.copy_batches(pool, 17, 3, torch.Generator().manual_seed(0)))
+    assert batch.shape == (3, 17)
+    for row in batch:
+        first, second = row[:8], row[8:16]
+        assert torch.equal(first, second) and row[16] == first[0]  # an odd block ends on the span's start again
+        assert len(set(first.tolist())) == 8 and set(first.tolist()) <= set(pool.tolist())
+    assert not torch.equal(batch[0], batch[1])  # each row draws its own span
+
+
 def test_frequent_pool_leaves_out_end_of_text(train):
     data = torch.tensor([5, 5, 5, 7, 7, 9, 3, 3, 3, 3])
     assert train.frequent_pool(data, 2, eot=3).tolist() == [5, 7]
