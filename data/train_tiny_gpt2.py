@@ -371,6 +371,18 @@ def size_of(context: int, width: int, layers: int, heads: int, attn_dropout: flo
             "bos_token_id": EOT, "eos_token_id": EOT, "attn_pdrop": attn_dropout}
 
 
+def never_trained_rows(wte: torch.Tensor) -> torch.Tensor:
+    """Which rows of a saved model's embedding table were never trained: a mask over its ids.
+
+    This script's phase 2 gives every id missing from the training data one shared row (``unseen_row``), so
+    those ids are the ones whose row is the table's most repeated row; a table without a repeated row has none.
+    """
+    _, inverse, counts = torch.unique(wte, dim=0, return_inverse=True, return_counts=True)
+    if int(counts.max()) < 2:
+        return torch.zeros(len(wte), dtype=torch.bool)
+    return inverse == int(counts.argmax())
+
+
 def restricted_copy(full: GPT2LMHeadModel, used: torch.Tensor, size: dict) -> GPT2LMHeadModel:
     """The same model with its tied embedding cut down to the rows ``used`` (phase 1 of a warm start)."""
     small = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **size))
@@ -503,9 +515,10 @@ def main() -> None:
         small |= {"bos_token_id": EOT, "eos_token_id": EOT, "attn_pdrop": args.attn_dropout}
         ctx = min(ctx, small["n_positions"])
         model = restricted_copy(base, used, small)
-        # The starting checkpoint never saw the poems' ids: their rows are all one vector (pushed low in its
-        # phase 2), so the model could not tell them apart. They start afresh, as in GPT-2's initialisation.
-        new = used[~torch.isin(used, torch.unique(en_train))]
+        # Ids the starting checkpoint never saw (the poems' ids, for an English-only start) have rows that are all
+        # one vector (pushed low in its phase 2), so the model could not tell them apart. They start afresh, as in
+        # GPT-2's initialisation; ids it trained on (a bilingual start's poems too) keep their rows.
+        new = used[never_trained_rows(base.transformer.wte.weight.detach())[used]]
         with torch.no_grad():
             fresh = torch.randn(len(new), small["n_embd"]) * base.config.initializer_range
             model.transformer.wte.weight[remap[new]] = fresh

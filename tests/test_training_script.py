@@ -144,6 +144,13 @@ def test_a_copy_row_is_a_span_of_distinct_pool_ids_then_the_same_span(train):
     assert not torch.equal(batch[0], batch[1])  # each row draws its own span
 
 
+def test_a_warm_start_refreshes_only_the_rows_its_checkpoint_never_trained(train):
+    table = torch.randn(6, 4)
+    table[[1, 4, 5]] = torch.tensor([-1.0, 0.5, 0.5, 2.0])  # phase 2's one row for ids missing from the data
+    assert train.never_trained_rows(table).tolist() == [False, True, False, False, True, True]
+    assert not train.never_trained_rows(torch.randn(6, 4)).any()  # every row trained (a bilingual start's poems too)
+
+
 def test_frequent_pool_leaves_out_end_of_text(train):
     data = torch.tensor([5, 5, 5, 7, 7, 9, 3, 3, 3, 3])
     assert train.frequent_pool(data, 2, eot=3).tolist() == [5, 7]
