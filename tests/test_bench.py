@@ -125,7 +125,7 @@ def test_apply_floors_judges_each_request_against_the_rate_measured_just_before_
 def test_serve_entry_prints_every_target_with_its_verdict(tmp_path, capsys):
     from inferlab.serve import bench as serve_bench
 
-    assert bench.SERVE_ROWS == tuple(serve_bench.ROWS)  # the command's --rows choices name the library's rows
+    assert tuple(serve_bench.ROWS) == bench.SERVE_ROWS  # the command's --rows choices name the library's rows
     out = tmp_path / "serve.json"
     # the bundled model for the timings too: seconds; the rows' numbers mean nothing at these sizes
     result = bench.main(["serve", "--small", "--model", "bundled", "--threads", "1", "--out", str(out)])

@@ -291,3 +291,10 @@ def test_transformers_generate_batch_gives_the_same_tokens(model, short):
     same = [Request(r.id, r.prompt, r.prompt_ids, 4, 0.0, False) for r in short]
     assert theirs == [list(s.tokens) for s in run(model, same, max_batch=4).requests]
     assert il.generate(model, short[0].prompt, max_new_tokens=4, stop_at_eos=False).generated_ids == theirs[0]
+
+
+def test_a_prompt_longer_than_the_passage_is_still_its_own_text(model):
+    """The passage repeats for long prompts: repeated as text, then encoded, so a window across a seam round-trips."""
+    long = workload(3, 1.0, prompt_tokens=(420, 500), new_tokens=2, seed=4, model=model)  # the passage: 339 tokens
+    for r in long:
+        assert 420 <= len(r.prompt_ids) <= 500 and model.encode(r.prompt) == list(r.prompt_ids)
