@@ -153,22 +153,27 @@ def fit_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[int, dict[
                                        kv_blocks=sizes.fit_blocks * 16 // longest)}
 
 
-def kv_usage(result: ServeResult, longest: int) -> dict[str, tuple[float, float]]:
-    """KV positions per iteration (means): ``{"contiguous max-length": (reserved, used), "paged": (in blocks,
-    used)}`` for the requests ``result`` held; a contiguous server would reserve ``longest`` for each."""
+def kv_positions(result: ServeResult, longest: int) -> list[tuple[int, int, int]]:
+    """Per iteration: ``(positions a contiguous server would reserve, positions in blocks, positions written)``
+    for the requests holding blocks. A contiguous server reserves ``longest`` per request; the positions written
+    after an iteration are a request's prompt (or what of it was run) and the tokens it had already been given."""
     tokens = {s.request.id: (len(s.request.prompt_ids), s.token_times) for s in result.requests}
     bs = result.pool.block_size
-    reserved, paged, used = [], [], []
+    out = []
     for it in result.iterations:
-        now = 0
+        used = 0
         for rid, table in it.tables:
-            prompt, times = tokens[rid]
-            now += min(prompt + sum(t <= it.end for t in times), len(table) * bs)
-        used.append(now)
-        paged.append(sum(len(t) for _, t in it.tables) * bs)
-        reserved.append(len(it.tables) * longest)
-    mean = statistics.mean
-    return {"contiguous max-length": (mean(reserved), mean(used)), "paged": (mean(paged), mean(used))}
+            prompt, times = tokens[rid]  # a token given at an iteration's end is written by the next one
+            used += min(prompt + sum(t < it.end for t in times), len(table) * bs)
+        out.append((len(it.tables) * longest, sum(len(t) for _, t in it.tables) * bs, used))
+    return out
+
+
+def kv_usage(result: ServeResult, longest: int) -> dict[str, tuple[float, float]]:
+    """Means over the iterations of ``kv_positions``: ``{"contiguous max-length": (reserved, written),
+    "paged": (in blocks, written)}``."""
+    reserved, paged, used = (statistics.mean(col) for col in zip(*kv_positions(result, longest), strict=True))
+    return {"contiguous max-length": (reserved, used), "paged": (paged, used)}
 
 
 def gaps(result: ServeResult, ids) -> list[float]:

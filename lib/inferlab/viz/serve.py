@@ -82,7 +82,7 @@ def block_map(result, max_iterations: int = 400) -> go.Figure:
 
 def kv_waste_bars(usage: Mapping[str, tuple[float, float]]) -> go.Figure:
     """Bars of KV positions per layout: ``{name: (reserved, used)}`` (means over the iterations)."""
-    require(len(usage) > 0 and all(len(v) == 2 for v in usage.values()),
+    require(len(usage) > 0 and all(isinstance(v, (tuple, list)) and len(v) == 2 for v in usage.values()),
             tr("usage must map a layout's name to (positions reserved, positions used), e.g. serve.compare.kv_usage"))
     names = list(usage)
     used = [usage[k][1] for k in names]
