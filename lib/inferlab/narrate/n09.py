@@ -41,9 +41,10 @@ def static_vs_continuous(static, continuous) -> str:
                          "the whole batch; continuous batching refills a slot the moment it frees. Its TPOT can be "
                          "a little higher (p50 {tpc} against {tps}): each step also runs the newcomers' prefills.",
                          tpc=ms(continuous.tpot.p50), tps=ms(static.tpot.p50))
-    return text + tr("Continuous batching gained little on this run: the requests arrived too slowly to keep a "
-                     "batch full (every slot was often free anyway), or their answers were about equally long, so "
-                     "static batches wasted few slots. Raise the arrival rate or widen the answer lengths.")
+    return text + tr("Continuous batching gained little on this run. An idle slot costs little where a step's time "
+                     "grows almost as fast as the requests in it (section 1 measured how fast it grew here: on a "
+                     "CPU's few cores a decode step soon becomes arithmetic), and static batches waste few slots when "
+                     "the answers are about equally long or the requests arrive too slowly to fill a batch.")
 
 
 def paging(usage, fit_paged: float, fit_contiguous: float, longest: int) -> str:
