@@ -7,6 +7,7 @@ each finding's outcomes are told.
 from __future__ import annotations
 
 import math
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -133,6 +134,7 @@ BRANCH = {"why_batch": ("This is why servers batch", "set its time here"),
 def test_each_finding_has_two_outcomes_in_both_languages(name, zh):
     holds, not_held = (getattr(n09, name)(*args) for args in FINDINGS[name])
     chinese(holds), chinese(not_held)
+    assert not re.search(r"[\u4e00-\u9fff）][;.,:] ", holds + not_held), "English punctuation in the Chinese text"
     i18n.set_language("en")
     holds, not_held = (getattr(n09, name)(*args) for args in FINDINGS[name])
     yes, no = BRANCH[name]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ..i18n import tr
+from ..i18n import by_language, tr
 from ..units import ms
 
 
@@ -123,7 +123,7 @@ def peer(cmp) -> str:
                 x=v / ours, same=cmp.same_as_serve[k], n=cmp.requests)
              for k, v in cmp.tokens_per_s.items() if k != "inferlab.serve"]
     text = tr("The same {n} requests of {t} tokens each: inferlab.serve made {tps:.1f} tokens/s; ", n=cmp.requests,
-              t=cmp.new_tokens, tps=ours) + "; ".join(parts) + ". "
+              t=cmp.new_tokens, tps=ours) + by_language(en="; ", zh="；").join(parts) + by_language(en=". ", zh="。")
     if all(not math.isnan(v) and v <= ours * 1.2 for v in cmp.tokens_per_s.values()):
         return text + tr("A few hundred readable lines keep up with the library's own engine here: the time goes "
                          "into the same matrix products, whoever schedules them.")
