@@ -124,10 +124,26 @@ def test_prefix_cache_shares_the_common_blocks_and_changes_no_token(model, prefi
 
 
 def test_prefix_cache_with_chunks_and_preemption(model, prefixed, solo_tokens):
-    result = run(model, prefixed, policy="continuous", max_batch=4, prefix_cache=True, prefill_chunk=7, kv_blocks=4)
-    assert result.summary.preemptions >= 1
+    # blocks of 4: room for the longest request (64 positions) and one more block; admission keeps each running
+    # request's next 4 positions free, and requests that grow past them still preempt the newest
+    result = run(model, prefixed, policy="continuous", max_batch=4, prefix_cache=True, prefill_chunk=7, kv_blocks=17,
+                 block_size=4)
+    assert result.summary.preemptions >= 1 and result.summary.cached_tokens > 0
     check_tokens(result, solo_tokens, "prefixed")
-    check_blocks(result, prefixed, 16)
+    check_blocks(result, prefixed, 4)
+
+
+def test_admission_leaves_room_for_the_running_requests_to_grow(model, short):
+    """A waiting request joins only while every running request keeps room for its next block_size positions:
+    admitted on their prompts alone, the four would fill the pool and then preempt each other (vLLM keeps a
+    watermark of free blocks for the same reason)."""
+    result = run(model, short, max_batch=4, block_size=4, kv_blocks=8)
+    first = result.iterations[0]
+    prompts = {r.id: len(r.prompt_ids) for r in short}
+    room = sum(-(-min(prompts[rid] + 4, prompts[rid] + r.max_new_tokens) // 4) for rid, r in
+               ((r.id, r) for r in short) if rid in first.requests)
+    assert room <= 8 and len(first.requests) < len(short)  # not all four at once: their prompts alone would fit
+    assert sum(-(-p // 4) for p in prompts.values()) <= 8
 
 
 def test_the_books_balance_at_every_iteration(model, reqs, monkeypatch):

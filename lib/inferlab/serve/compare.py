@@ -257,7 +257,8 @@ def equality(model: Model, seed: int = 3) -> Equality:
         "prefix cache": (shared, {"max_batch": 4, "prefix_cache": True}),
         "preemption": (short, {"max_batch": 3, "block_size": 4, "kv_blocks": 5}),
         "static + preemption": (short, {"policy": "static", "max_batch": 3, "block_size": 4, "kv_blocks": 5}),
-        "all at once": (shared, {"max_batch": 4, "prefill_chunk": 7, "prefix_cache": True, "kv_blocks": 4}),
+        "all at once": (shared, {"max_batch": 4, "prefill_chunk": 7, "prefix_cache": True, "block_size": 4,
+                                 "kv_blocks": 14}),
     }
     solo: dict[tuple[int, int], list[int]] = {}
     out = {}
