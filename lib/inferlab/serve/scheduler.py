@@ -5,7 +5,8 @@
         schedule: every running request gets its next tokens (one for a decode, a chunk of its prompt
                   for a prefill), taking KV blocks as its tokens reach them; when none is left, the
                   newest running request is preempted (its blocks freed, its context computed again later)
-        admit:    waiting requests join, oldest first, while batch slots and blocks allow
+        admit:    waiting requests join, oldest first, while batch slots and blocks allow (leaving the running
+                  requests room for their next block_size positions)
         one batched forward over all of them (serve.paged); sample; emit
         a request that is done gives its blocks back
 
