@@ -314,3 +314,13 @@ def test_a_prompt_longer_than_the_passage_is_still_its_own_text(model):
     long = workload(3, 1.0, prompt_tokens=(420, 500), new_tokens=2, seed=4, model=model)  # the passage: 339 tokens
     for r in long:
         assert 420 <= len(r.prompt_ids) <= 500 and model.encode(r.prompt) == list(r.prompt_ids)
+
+
+def test_padded_generate_gives_the_same_tokens(model, short):
+    """transformers' generate() on one left-padded batch (static batching as most code does it) answers alike too."""
+    from inferlab import _hf
+
+    theirs = _hf.hf_generate_padded(model, [list(r.prompt_ids) for r in short], max_new_tokens=5)
+    assert [len(t) for t in theirs] == [5] * len(short)  # no stop token: every row runs to the end
+    for r, t in zip(short, theirs, strict=True):
+        assert il.generate(model, r.prompt, max_new_tokens=5, stop_at_eos=False).generated_ids == t
