@@ -5,6 +5,7 @@ The profiler, decode paths, compiler fallback and scoreboard are tested in ``tes
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -118,3 +119,36 @@ def test_apply_floors_judges_each_request_against_the_rate_measured_just_before_
     assert result["ttft_floor_s"] == pytest.approx(flops / 100e9)
     assert result["variants"]["old"]["ttft_x_floor"] == pytest.approx(0.5 / (flops / 100e9))  # no pairs: the floor's
 
+
+
+# ----------------------------------------------------------------------------- the serving targets (issue 31)
+def test_serve_entry_prints_every_target_with_its_verdict(tmp_path, capsys):
+    from inferlab.serve import bench as serve_bench
+
+    assert tuple(serve_bench.ROWS) == bench.SERVE_ROWS  # the command's --rows choices name the library's rows
+    out = tmp_path / "serve.json"
+    # the bundled model for the timings too: seconds; the rows' numbers mean nothing at these sizes
+    result = bench.main(["serve", "--small", "--model", "bundled", "--threads", "1", "--out", str(out)])
+    printed = capsys.readouterr().out
+    rows = result["rows"]
+    assert len(rows) == len(bench.SERVE_ROWS) + 1 and json.loads(out.read_text())["rows"] == rows
+    for needle in ("continuous / static throughput", "transformers generate_batch", "paged / contiguous",
+                   "long prompt arrives", "prefix caching", "solo il.generate"):
+        line = next((ln for ln in printed.splitlines() if needle in ln), None)
+        assert line is not None, f"no row for {needle!r}"
+        assert line.rstrip().endswith(("PASS", "FAIL")) and ("x " in line or "%" in line), line
+    equal = rows[-1]
+    assert equal["passed"] and equal["value"] == 1.0 and "preemptions" in equal["detail"]
+    assert "answers equal: 6/6" in printed  # serve and generate_batch answered alike
+
+
+def test_serve_rows_count_what_they_say(model):
+    from inferlab.serve import bench as serve_bench
+    from inferlab.serve import run, workload
+
+    reqs = workload(6, math.inf, (4, 8), (3, 6), 1, model=model)
+    few = run(model, reqs, max_batch=6, block_size=16, kv_blocks=2)  # room for two at a time
+    assert 1 <= serve_bench.in_flight(few) <= 2
+    assert serve_bench.in_flight(run(model, reqs, max_batch=6)) == 6  # all six at once from the start
+    gaps = serve_bench.gaps(few, {0, 1})
+    assert len(gaps) == sum(r.max_new_tokens - 1 for r in reqs[:2]) and min(gaps) > 0

@@ -283,17 +283,19 @@ def _offline_page(browser, path: Path, blocked: list[str], errors: list[str]):
 
 def test_offline_html_edition_renders_figures(browser, site):
     out, pages = site
-    stem, n_figs = max(pages.items(), key=lambda p: p[1])
-    assert n_figs > 0
-    blocked, errors = [], []
-    context, page = _offline_page(browser, out / f"{stem}.html", blocked, errors)
-    page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
-    drawn = page.locator(".js-plotly-plot").count()
-    page.screenshot(path=str(ARTIFACTS / f"html-{stem}.png"))
-    context.close()
-    assert drawn == n_figs, f"{drawn} of {n_figs} figures drawn in {stem}.html"
-    assert not errors, errors
-    assert not blocked, f"the page asked the network for {blocked}"
+    # the page with the most figures, and notebook 09's (Gantt charts, a block map: the serving figures)
+    for stem in sorted({max(pages, key=pages.get), "09_serving"}):
+        n_figs = pages[stem]
+        assert n_figs > 0, stem
+        blocked, errors = [], []
+        context, page = _offline_page(browser, out / f"{stem}.html", blocked, errors)
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        drawn = page.locator(".js-plotly-plot").count()
+        page.screenshot(path=str(ARTIFACTS / f"html-{stem}.png"))
+        context.close()
+        assert drawn == n_figs, f"{drawn} of {n_figs} figures drawn in {stem}.html"
+        assert not errors, errors
+        assert not blocked, f"the page asked the network for {blocked}"
 
 
 RAW_MATH = re.compile(r"\$[^$\s][^$\n]*\$")

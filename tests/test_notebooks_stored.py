@@ -30,7 +30,7 @@ def _stored(path: Path) -> dict:
 def test_there_are_notebooks():
     for edition in ("", "zh/"):
         names = [_id(p) for p in ALL if p.parent.name == (edition.rstrip("/") or "notebooks")]
-        assert names[0] == f"{edition}00_start_here.ipynb" and len(names) >= 9, names
+        assert names[0] == f"{edition}00_start_here.ipynb" and len(names) >= 10, names
         assert names == sorted(names)
 
 

@@ -13,18 +13,18 @@ from inferlab.widgets import titled
 from inferlab.widgets.selfcheck import QUESTIONS_DIR, grade, load_questions, self_check, static_html
 
 ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("0[0-8]_*.ipynb"))
+NOTEBOOKS = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 
 
 def test_every_notebook_has_three_or_four_questions():
-    assert [f"{i:02d}" for i in range(9)] == NOTEBOOKS
+    assert [f"{i:02d}" for i in range(10)] == NOTEBOOKS
     for number in NOTEBOOKS:
         raw = json.loads((QUESTIONS_DIR / f"{number}.json").read_text(encoding="utf-8"))
         assert (ROOT / "notebooks" / f"{raw['notebook']}.ipynb").is_file(), raw["notebook"]
         assert 3 <= len(load_questions(number)) <= 4, number
 
 
-@pytest.mark.parametrize("number", [f"{i:02d}" for i in range(9)])
+@pytest.mark.parametrize("number", [f"{i:02d}" for i in range(10)])
 def test_each_question_has_one_right_answer_and_explains_every_choice(number):
     for q in load_questions(number):
         if q.numeric:

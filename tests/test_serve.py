@@ -124,10 +124,26 @@ def test_prefix_cache_shares_the_common_blocks_and_changes_no_token(model, prefi
 
 
 def test_prefix_cache_with_chunks_and_preemption(model, prefixed, solo_tokens):
-    result = run(model, prefixed, policy="continuous", max_batch=4, prefix_cache=True, prefill_chunk=7, kv_blocks=4)
-    assert result.summary.preemptions >= 1
+    # blocks of 4: room for the longest request (64 positions) and one more block; admission keeps each running
+    # request's next 4 positions free, and requests that grow past them still preempt the newest
+    result = run(model, prefixed, policy="continuous", max_batch=4, prefix_cache=True, prefill_chunk=7, kv_blocks=17,
+                 block_size=4)
+    assert result.summary.preemptions >= 1 and result.summary.cached_tokens > 0
     check_tokens(result, solo_tokens, "prefixed")
-    check_blocks(result, prefixed, 16)
+    check_blocks(result, prefixed, 4)
+
+
+def test_admission_leaves_room_for_the_running_requests_to_grow(model, short):
+    """A waiting request joins only while every running request keeps room for its next block_size positions:
+    admitted on their prompts alone, the four would fill the pool and then preempt each other (vLLM keeps a
+    watermark of free blocks for the same reason)."""
+    result = run(model, short, max_batch=4, block_size=4, kv_blocks=8)
+    first = result.iterations[0]
+    prompts = {r.id: len(r.prompt_ids) for r in short}
+    room = sum(-(-min(prompts[rid] + 4, prompts[rid] + r.max_new_tokens) // 4) for rid, r in
+               ((r.id, r) for r in short) if rid in first.requests)
+    assert room <= 8 and len(first.requests) < len(short)  # not all four at once: their prompts alone would fit
+    assert sum(-(-p // 4) for p in prompts.values()) <= 8
 
 
 def test_the_books_balance_at_every_iteration(model, reqs, monkeypatch):
@@ -291,3 +307,20 @@ def test_transformers_generate_batch_gives_the_same_tokens(model, short):
     same = [Request(r.id, r.prompt, r.prompt_ids, 4, 0.0, False) for r in short]
     assert theirs == [list(s.tokens) for s in run(model, same, max_batch=4).requests]
     assert il.generate(model, short[0].prompt, max_new_tokens=4, stop_at_eos=False).generated_ids == theirs[0]
+
+
+def test_a_prompt_longer_than_the_passage_is_still_its_own_text(model):
+    """The passage repeats for long prompts: repeated as text, then encoded, so a window across a seam round-trips."""
+    long = workload(3, 1.0, prompt_tokens=(420, 500), new_tokens=2, seed=4, model=model)  # the passage: 339 tokens
+    for r in long:
+        assert 420 <= len(r.prompt_ids) <= 500 and model.encode(r.prompt) == list(r.prompt_ids)
+
+
+def test_padded_generate_gives_the_same_tokens(model, short):
+    """transformers' generate() on one left-padded batch (static batching as most code does it) answers alike too."""
+    from inferlab import _hf
+
+    theirs = _hf.hf_generate_padded(model, [list(r.prompt_ids) for r in short], max_new_tokens=5)
+    assert [len(t) for t in theirs] == [5] * len(short)  # no stop token: every row runs to the end
+    for r, t in zip(short, theirs, strict=True):
+        assert il.generate(model, r.prompt, max_new_tokens=5, stop_at_eos=False).generated_ids == t

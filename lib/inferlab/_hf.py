@@ -276,6 +276,23 @@ def hf_generate(model: GPT2LMHeadModel, ids: torch.Tensor, *, max_new_tokens: in
     return out[:, ids.shape[1]:]
 
 
+def hf_generate_padded(model: GPT2LMHeadModel, inputs: list[list[int]], *, max_new_tokens: int) -> list[list[int]]:
+    """Hugging Face's ``generate()`` on one left-padded batch of prompts of token ids, greedy, no stop token; the
+    new ids of each prompt, in order. Static batching as most code does it: every row runs until the last is done."""
+    model = module(model)
+    width = max(len(p) for p in inputs)
+    ids = torch.tensor([[0] * (width - len(p)) + list(p) for p in inputs], device=model.device)
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in inputs], device=model.device)
+    before = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # eos_token_id=-1 (no stop token) draws a warning on stderr; it is meant
+    try:
+        with torch.inference_mode(), model_lock(model):  # padded on the left: every row's next token is at the end
+            out = model.generate(ids, attention_mask=mask, max_new_tokens=max_new_tokens, eos_token_id=-1,
+                                 do_sample=False, temperature=None, top_k=None, top_p=None, pad_token_id=0)
+    finally:
+        hf_logging.set_verbosity(before)
+    return out[:, width:].tolist()
+
 
 def hf_generate_batch(model: GPT2LMHeadModel, inputs: list[list[int]], *, max_new_tokens: int, max_batch: int,
                       block_size: int, kv_blocks: int, warmup: bool = False) -> list[list[int]]:

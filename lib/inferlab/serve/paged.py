@@ -141,7 +141,10 @@ class _AttentionPlan:
                                                is_causal=mask is None, scale=scale)
             out[row:row + n] = a[0].transpose(0, 1)
         if self.decode_slots is not None:
-            keys, values = (t[self.decode_slots].permute(0, 2, 1, 3) for t in (k, v))  # [batch, heads, key_pos, hd]
+            # index_select on the flat slot list, then a view: advanced indexing (t[slots]) took ~8x longer on a CPU
+            b, n = self.decode_slots.shape
+            keys, values = (t.index_select(0, self.decode_slots.view(-1)).view(b, n, *t.shape[1:]).transpose(1, 2)
+                            for t in (k, v))  # [batch, heads, key_pos, head_dim]
             qs = q.index_select(0, self.decode_rows).unsqueeze(2)  # [batch, heads, 1, head_dim]
             a = F.scaled_dot_product_attention(qs, keys, values, attn_mask=self.decode_mask, scale=scale)
             out.index_copy_(0, self.decode_rows, a.squeeze(2))

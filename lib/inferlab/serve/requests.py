@@ -131,9 +131,9 @@ def workload(n: int, rate_per_s: float, prompt_tokens=(16, 64), new_tokens=(8, 6
                         f"{n_ctx} (the context length)", f"use new_tokens up to {n_ctx - shared_prefix - p_hi}")
     check_number("seed", seed, low=0, integer=True, fix="use a non-negative integer")
     rng = random.Random(seed)
-    passage = model.encode(PASSAGE)
     need = shared_prefix + p_hi + 1
-    source = passage * (need // len(passage) + 2)
+    copies = need // len(model.encode(PASSAGE)) + 2
+    source = model.encode(PASSAGE * copies)  # the text repeated, then encoded: ids repeated would not round-trip
     prefix = _window(model, source, [], shared_prefix, random.Random(seed)) if shared_prefix else []
     out, t = [], 0.0
     for i in range(n):

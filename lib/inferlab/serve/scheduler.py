@@ -5,7 +5,8 @@
         schedule: every running request gets its next tokens (one for a decode, a chunk of its prompt
                   for a prefill), taking KV blocks as its tokens reach them; when none is left, the
                   newest running request is preempted (its blocks freed, its context computed again later)
-        admit:    waiting requests join, oldest first, while batch slots and blocks allow
+        admit:    waiting requests join, oldest first, while batch slots and blocks allow (leaving the running
+                  requests room for their next block_size positions)
         one batched forward over all of them (serve.paged); sample; emit
         a request that is done gives its blocks back
 
@@ -132,22 +133,33 @@ class Scheduler:
                 planned.append((live, n))
                 budget -= n if n > 1 else 0
         static = self.config.policy == "static"  # fills its batch now, even with requests that get no chunk yet
+        # Room for the running requests' next block_size positions stays free (vLLM keeps a watermark of free blocks
+        # too): admitting on the prompt alone fills the pool, and the running requests then preempt each other.
+        headroom = sum(self._room(live) for live in self.running)
         while may_admit and self.waiting and len(self.running) < self.config.max_batch and (budget > 0 or static):
             live = self.waiting[0]
             shared = self.pool.cached_prefix(live.tokens)  # a waiting request holds no blocks (computed is 0)
             start = len(shared) * self.config.block_size
             n = int(min(len(live.tokens) - start, budget))
-            if self.pool.blocks_for(start + n) - len(shared) > self.pool.free_after_sharing(shared):
+            need = self.pool.blocks_for(start + n) - len(shared) + headroom
+            if need > self.pool.free_after_sharing(shared):
                 break  # first come, first served: the queue waits for blocks rather than let a later one pass
             self.waiting.popleft()
             self.pool.share(live.id, shared)
             self.pool.grow(live.id, start + n)
             live.computed, live.cached_tokens = start, live.cached_tokens + start
             self.running.append(live)
+            headroom += self._room(live)
             if n:
                 planned.append((live, n))
             budget -= n if n > 1 else 0
         return planned, preempted
+
+    def _room(self, live: _Live) -> int:
+        """Blocks ``live`` still needs for its next ``block_size`` positions (never past its last position)."""
+        last = len(live.request.prompt_ids) + live.request.max_new_tokens
+        end = min(len(live.tokens) + self.config.block_size, last)
+        return max(0, self.pool.blocks_for(end) - len(self.pool.tables.get(live.id, [])))
 
     # ------------------------------------------------------------------ the loop
     def serve(self, requests: list[Request]) -> ServeResult:

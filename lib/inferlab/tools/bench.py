@@ -18,6 +18,11 @@ and its TPOT is ``(E2E(N) - E2E(1)) / (N - 1)`` from back-to-back requests in th
 
 Notebook 08's measurements of each technique (attention kernels, weight formats, decode paths,
 batching) live in ``inferlab.measure``; this tool only combines them into one table.
+
+``python -m inferlab.tools.bench serve`` prints issue 31's serving targets instead (notebook 09): continuous
+against static batching, ``inferlab.serve`` against transformers' ``generate_batch``, paged against
+contiguous KV memory, chunked prefill, prefix caching and token equality, each with PASS or FAIL. The
+measuring lives in ``inferlab.serve.bench``.
 """
 
 from __future__ import annotations
@@ -244,8 +249,50 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
+SERVE_ROWS = ("throughput", "generate_batch", "paged", "chunked", "prefix")  # inferlab.serve.bench.ROWS
+
+
+def serve_main(argv) -> dict:
+    """``python -m inferlab.tools.bench serve [--small] [--threads 1] [--out serve.json]``: the serving targets."""
+    p = argparse.ArgumentParser(prog="python -m inferlab.tools.bench serve",
+                                description="issue 31's serving targets on GPT-2's shape, measured side by side")
+    p.add_argument("--model", default="random:gpt2", help="the timed model (at INFERLAB_SCALE=test: its first blocks)")
+    p.add_argument("--reference", default="bundled", help="the model whose tokens are compared with il.generate's")
+    p.add_argument("--rows", nargs="+", default=list(SERVE_ROWS), choices=SERVE_ROWS, help="which timed rows")
+    p.add_argument("--small", action="store_true", help="seconds, not minutes (numbers mean little)")
+    p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (a busy machine: try 1)")
+    p.add_argument("--out", default=None, help="also write the rows as JSON to this file")
+    args = p.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        p.error(f"--threads {args.threads}: must be at least 1. Fix: leave it out for PyTorch's choice.")
+    import torch
+
+    from .. import scale
+    from ..models import load
+    from ..serve.bench import BenchSizes, serve_bench
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    blocks = {"n_layer": scale.pick(full=None, test=scale.TEST_BLOCKS)} if args.model.startswith("random:") else {}
+    try:
+        model, reference = load(args.model, verbose=False, **blocks), load(args.reference, verbose=False)
+    except (ValueError, TypeError, FileNotFoundError, ConnectionError, OSError) as exc:
+        p.error(f"--model {args.model} / --reference {args.reference}: {exc}")
+    result = serve_bench(model, reference, BenchSizes.small() if args.small else BenchSizes(), rows=args.rows)
+    print(f"threads: {torch.get_num_threads()}, torch {torch.__version__}")
+    print(result.table())
+    out = result.to_dict()
+    if args.out:
+        Path(args.out).write_text(json.dumps(out, indent=1))
+        print(f"wrote {args.out}")
+    return out
+
+
 def main(argv=None) -> dict:
     """Command line: ``python -m inferlab.tools.bench --models bundled random:gpt2 --new-tokens 32``."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["serve"]:
+        return serve_main(argv[1:])
     p = argparse.ArgumentParser(prog="python -m inferlab.tools.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=["bundled", "random:gpt2"], help="names for inferlab.load()")
     p.add_argument("--prompt-tokens", type=int, default=64)
@@ -288,7 +335,7 @@ def main(argv=None) -> dict:
     read = measure_bandwidth(args.device, getattr(torch, dtype), kind="read")
     for r in results:
         apply_floors(r, best, read)
-    command = "python -m inferlab.tools.bench " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = "python -m inferlab.tools.bench " + " ".join(argv)
     versions = library_versions()
     out = {"started": started, "command": command, "cpu": cpu_name(), **versions,
            "machine_before": before.to_dict(), "machine_after": after.to_dict(), "read_bytes_per_s": read,

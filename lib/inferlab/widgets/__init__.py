@@ -14,7 +14,8 @@ Every label, button, message and stored sentence is in the reader's language (``
 the text goes through ``i18n.tr`` when the widget is built or redrawn, so choose the language first.
 
 Submodules by topic: ``widgets.start``, ``widgets.tokens``, ``widgets.embeddings``, ``widgets.attention``,
-``widgets.kvcache``, ``widgets.sampling``, ``widgets.streaming``, ``widgets.speed``, ``widgets.selfcheck``.
+``widgets.kvcache``, ``widgets.sampling``, ``widgets.streaming``, ``widgets.speed``, ``widgets.serve``,
+``widgets.selfcheck``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,131 @@
+"""Notebook 09 (serving many users): each finding as Markdown, from the numbers the notebook measured.
+
+In the reader's language (``inferlab.i18n.tr``). Times are seconds. The runs come from ``inferlab.serve.compare``
+(``ServeSummary``, ``LoadPoint``, ``PeerComparison``), the batch sweep from ``inferlab.measure.batch_sweep``.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ..i18n import by_language, tr
+from ..units import ms
+
+
+def why_batch(batches, medians) -> str:
+    """One decode step at each batch size (``Sweep.xs``, ``Sweep.medians``): what a token costs as the batch grows."""
+    b0, t0, b1, t1 = batches[0], medians[0], batches[-1], medians[-1]
+    text = tr("One decode step took {t0} at batch {b0} and {t1} at batch {b1}: {b1} users each got a token for "
+              "{x:.1f}x the time of one. ", t0=ms(t0), b0=b0, t1=ms(t1), b1=b1, x=t1 / t0)
+    if t1 / t0 < (b1 / b0) / 2:
+        return text + tr("Per token that is **{gain:.1f}x cheaper**. Every step reads all the weights once, whatever "
+                         "the batch (notebook 04: decode is limited by that read), so a server that runs many "
+                         "requests in one step shares the read among them. This is why servers batch.",
+                         gain=(b1 / b0) / (t1 / t0))
+    return text + tr("Per token only **{gain:.1f}x cheaper** on this run: the step grew almost as fast as the batch, "
+                     "so the arithmetic, not the read of the weights, set its time here (or something else used the "
+                     "machine). On most machines a decode step is limited by reading the weights, and batching "
+                     "shares that read.", gain=(b1 / b0) / (t1 / t0))
+
+
+def static_vs_continuous(static, continuous) -> str:
+    """Two ``ServeSummary``s of the same workload: throughput and latency percentiles side by side."""
+    x = continuous.tokens_per_s / static.tokens_per_s
+    text = tr("On the same {n} requests, static batching made {s:.1f} tokens/s and continuous batching {c:.1f} "
+              "tokens/s (**{x:.2f}x**). Half the users waited for their first token up to {ts} under static batching "
+              "and {tc} under continuous; the slowest 1% up to {ts99} and {tc99}. ", n=continuous.requests,
+              s=static.tokens_per_s, c=continuous.tokens_per_s, x=x, ts=ms(static.ttft.p50),
+              tc=ms(continuous.ttft.p50), ts99=ms(static.ttft.p99), tc99=ms(continuous.ttft.p99))
+    if x >= 1.2:
+        return text + tr("A static batch holds its slots until its longest answer ends, and a new request waits for "
+                         "the whole batch; continuous batching refills a slot the moment it frees. Its TPOT can be "
+                         "a little higher (p50 {tpc} against {tps}): each step also runs the newcomers' prefills.",
+                         tpc=ms(continuous.tpot.p50), tps=ms(static.tpot.p50))
+    return text + tr("Continuous batching gained little on this run. An idle slot costs little where a step's time "
+                     "grows almost as fast as the requests in it (section 1 measured how fast it grew here: on a "
+                     "CPU's few cores a decode step soon becomes arithmetic), and static batches waste few slots when "
+                     "the answers are about equally long or the requests arrive too slowly to fill a batch.")
+
+
+def paging(usage, fit_paged: float, fit_contiguous: float, longest: int) -> str:
+    """``kv_usage``'s ``{layout: (reserved, used)}`` and the requests in flight under each layout."""
+    (c_res, c_used), (p_res, p_used) = usage["contiguous max-length"], usage["paged"]
+    text = tr("Reserving {longest} positions for every request (the longest one this workload allows) left "
+              "**{cw:.0%}** of the reserved KV memory empty; blocks of 16 left **{pw:.0%}** empty (at most one "
+              "partly filled block per request). In the same memory, {p:.1f} requests ran at once with paging "
+              "against {c:.1f} with contiguous reservations: **{x:.1f}x**. ", longest=longest,
+              cw=1 - c_used / c_res, pw=1 - p_used / p_res, p=fit_paged, c=fit_contiguous, x=fit_paged / fit_contiguous)
+    if fit_paged / fit_contiguous >= 1.5:
+        return text + tr("More requests in flight means bigger batches, and (section 1) a bigger batch costs little "
+                         "more per step: paging turns saved memory into throughput. vLLM's paper measured 60-80% of "
+                         "KV memory wasted by earlier servers, under 4% with paging.")
+    return text + tr("Paging fitted few more requests here: the answers used most of their reservation, or the "
+                     "memory held so few requests that one partly empty block each was a large share. The longer "
+                     "and more varied the answers, the more paging saves.")
+
+
+def knee(points, slo_s: float) -> str:
+    """``LoadPoint``s over arrival rates: where TTFT p99 takes off, and the most throughput within ``slo_s``."""
+    base = points[0].summary.ttft.p99
+    bent = next((p for p in points if p.summary.ttft.p99 > 3 * base), None)
+    ok = [p for p in points if p.summary.ttft.p99 <= slo_s]
+    text = tr("At {r0:.1f} requests/s the slowest 1% waited {t0} for a first token. ", r0=points[0].rate, t0=ms(base))
+    if bent is None:
+        text += tr("Up to {r:.1f} requests/s it never tripled: the server kept up with every rate tried. ",
+                   r=points[-1].rate)
+    else:
+        text += tr("From {r:.1f} requests/s it jumped to {t}: the **knee**. Past it, requests arrive faster than "
+                   "the server finishes them, the queue grows, and throughput stops following the rate "
+                   "({tps:.1f} tokens/s there). ", r=bent.rate, t=ms(bent.summary.ttft.p99),
+                   tps=bent.summary.tokens_per_s)
+    if ok:
+        best = max(ok, key=lambda p: p.summary.tokens_per_s)
+        return text + tr("With an SLO of TTFT p99 within {slo}, the most this server sustains is {tps:.1f} tokens/s "
+                         "(at {r:.1f} requests/s): that, not the peak, is what it can promise.", slo=ms(slo_s),
+                         tps=best.summary.tokens_per_s, r=best.rate)
+    return text + tr("No rate tried met an SLO of TTFT p99 within {slo}: loosen it, or serve fewer requests per "
+                     "second.", slo=ms(slo_s))
+
+
+def chunks(whole_p99: float, chunked_p99: float, ttft_whole: float, ttft_chunked: float, chunk: int,
+           long_prompt: int) -> str:
+    """The decoding requests' p99 time between tokens with and without chunked prefill, and the long prompt's TTFT."""
+    text = tr("While a {n}-token prompt was read, the requests already decoding waited up to {w} between two tokens "
+              "(p99) when it was read whole, and {c} when it was read in chunks of {k} (**{x:.2f}x**). ", n=long_prompt,
+              w=ms(whole_p99), c=ms(chunked_p99), k=chunk, x=chunked_p99 / whole_p99)
+    cost = tr("The long prompt paid for it: its TTFT went from {a} to {b}, since its prefill now shares several steps "
+              "with the others' decodes.", a=ms(ttft_whole), b=ms(ttft_chunked))
+    if chunked_p99 <= 0.7 * whole_p99:
+        return text + tr("A whole prompt is one long step that every running request waits through; chunks cap "
+                         "each step's prompt tokens, so decodes keep their pace. ") + cost
+    return text + tr("Chunks did not smooth the decodes much here: the prompt was short enough that a whole prefill "
+                     "step was not much longer than a chunked one. ") + cost
+
+
+def prefix(ttft_without: float, ttft_with: float, shared: int, reused: int) -> str:
+    """TTFT p50 of requests sharing a ``shared``-token opening, without and with prefix caching."""
+    x = ttft_with / ttft_without
+    text = tr("Requests opening with the same {n}-token system prompt: TTFT p50 {a} without prefix caching, {b} with "
+              "(**{x:.2f}x**); {r} prompt positions came from cached blocks instead of a prefill. ", n=shared,
+              a=ms(ttft_without), b=ms(ttft_with), x=x, r=reused)
+    if x <= 0.5:
+        return text + tr("A cached block holds exactly the keys and values a prefill would compute for the same "
+                         "tokens after the same tokens, so each request only computes its own part.")
+    return text + tr("Caching saved less here than the shared share of the prompt suggests: at this size a prefill "
+                     "step costs about as much for few tokens as for many (the read of the weights dominates), so "
+                     "skipping tokens saves little time.")
+
+
+def peer(cmp) -> str:
+    """A ``PeerComparison``: inferlab.serve against transformers' engines, tokens/s and equal answers."""
+    ours = cmp.tokens_per_s["inferlab.serve"]
+    parts = [tr("{name}: {tps:.1f} tokens/s ({x:.2f}x ours), {same}/{n} answers equal to ours", name=k, tps=v,
+                x=v / ours, same=cmp.same_as_serve[k], n=cmp.requests)
+             for k, v in cmp.tokens_per_s.items() if k != "inferlab.serve"]
+    text = tr("The same {n} requests of {t} tokens each: inferlab.serve made {tps:.1f} tokens/s; ", n=cmp.requests,
+              t=cmp.new_tokens, tps=ours) + by_language(en="; ", zh="；").join(parts) + by_language(en=". ", zh="。")
+    if all(not math.isnan(v) and v <= ours * 1.2 for v in cmp.tokens_per_s.values()):
+        return text + tr("A few hundred readable lines keep up with the library's own engine here: the time goes "
+                         "into the same matrix products, whoever schedules them.")
+    return text + tr("transformers was faster on this run: its engine batches the attention of all requests in fewer "
+                     "operator calls, where ours gathers each request's blocks in Python (the price of readability).")

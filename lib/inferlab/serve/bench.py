@@ -1,0 +1,175 @@
+"""The serving benchmark's measurements: each of issue 31's targets measured side by side, one row each.
+
+``python -m inferlab.tools.bench serve`` prints them. Every row takes the runs of ``serve.compare`` (the real
+model, GPT-2's shape with random weights, through ``serve.run`` with and without the idea it measures, in the
+same process one after the other) and scores them against the target:
+
+    continuous / static          throughput on a Poisson workload arriving near the server's capacity
+    serve / generate_batch       tokens/s against transformers' own continuous batching, same requests
+    paged / contiguous           requests in flight in the same KV memory: blocks of 16 positions against one
+                                 block of the longest request's length each (a contiguous max-length reservation)
+    chunked / whole prefill      the decoding requests' p99 time between tokens while a long prompt arrives
+    prefix cache / none          TTFT p50 of requests that share a 256-token opening
+    solo tokens                  the share of tokens equal to what ``il.generate`` gives each request alone,
+                                 on the bundled model (greedy; every policy and option; under preemption)
+
+"TPOT p99 while a long prompt arrives" is measured as the p99 of the running requests' gaps between tokens
+(vLLM's ITL, Sarathi-Serve's TBT): a mean TPOT per request spreads a one-off stall over all its tokens.
+
+    >>> rows = serve_bench(il.load("random:gpt2"), il.load("bundled"))      # doctest: +SKIP
+    >>> print(rows.table())                                                  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ..models import Model
+from ..timing import percentile
+from .compare import (
+    BenchSizes,
+    batching_runs,
+    chunk_runs,
+    equality,
+    fit_runs,
+    gaps,
+    in_flight,
+    peer_runs,
+    prefix_runs,
+)
+
+
+@dataclass(frozen=True)
+class TargetRow:
+    """One target: what is measured, the target (``ratio >= at_least`` or ``ratio <= at_most``), the measured
+    ratio, and the numbers behind it."""
+
+    measure: str
+    target: str
+    value: float
+    passed: bool
+    detail: str
+
+    def __repr__(self) -> str:
+        return f"TargetRow({self.measure}: {self.value:.3g} ({self.target}) {'PASS' if self.passed else 'FAIL'})"
+
+
+@dataclass(frozen=True)
+class ServeBench:
+    """Every row, and the model the timings ran on."""
+
+    model: str
+    rows: tuple[TargetRow, ...]
+
+    def table(self) -> str:
+        """The rows as a fixed-width text table, each row's numbers below it."""
+        head = f"{'measure':<70}{'target':>9}{'measured':>11}  result"
+        lines = [f"inferlab.serve targets on {self.model}", head, "-" * len(head)]
+        for r in self.rows:
+            value = f"{r.value:.0%}" if r.target.endswith("%") else f"{r.value:.2f}x"
+            lines += [f"{r.measure:<70}{r.target:>9}{value:>11}  {'PASS' if r.passed else 'FAIL'}",
+                      f"    {r.detail}"]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """Plain-Python form (JSON-ready)."""
+        return {"model": self.model, "rows": [dataclasses.asdict(r) for r in self.rows]}
+
+
+def _ratio_row(measure: str, value: float, *, at_least: float | None = None, at_most: float | None = None,
+               detail: str) -> TargetRow:
+    target = f">= {at_least}x" if at_least is not None else f"<= {at_most}x"
+    passed = value >= at_least if at_least is not None else value <= at_most
+    return TargetRow(measure, target, value, bool(passed), detail)
+
+
+def _ms(seconds: float) -> str:
+    return f"{seconds * 1e3:.0f} ms"
+
+
+# ----------------------------------------------------------------------------- the rows
+def throughput_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
+    rate, step, res = batching_runs(model, sizes, seed)
+    st, co = res["static"].summary, res["continuous"].summary
+    detail = (f"{sizes.requests} requests at {rate:.2f}/s (capacity: {sizes.max_batch} slots, a decode step "
+              f"{_ms(step)}), prompts {sizes.prompt_tokens}, answers {sizes.new_tokens} tokens; tokens/s static "
+              f"{st.tokens_per_s:.1f}, continuous {co.tokens_per_s:.1f}; TTFT p50 {_ms(st.ttft.p50)} vs "
+              f"{_ms(co.ttft.p50)}, p99 {_ms(st.ttft.p99)} vs {_ms(co.ttft.p99)}; TPOT p50 {_ms(st.tpot.p50)} vs "
+              f"{_ms(co.tpot.p50)}")
+    return _ratio_row("continuous / static throughput (Poisson, near saturation)",
+                      co.tokens_per_s / st.tokens_per_s, at_least=1.5, detail=detail)
+
+
+def peer_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
+    cmp = peer_runs(model, sizes, seed)
+    ours, theirs = cmp.tokens_per_s["inferlab.serve"], cmp.tokens_per_s["generate_batch"]
+    detail = (f"{cmp.requests} requests x {cmp.new_tokens} tokens, batch {sizes.max_batch}; tokens/s serve "
+              f"{ours:.1f}, generate_batch {theirs:.1f} (median of 2 interleaved); answers equal: "
+              f"{cmp.same_as_serve['generate_batch']}/{cmp.requests}")
+    return _ratio_row("inferlab.serve continuous / transformers generate_batch tokens/s", ours / theirs,
+                      at_least=1.0, detail=detail)
+
+
+def fit_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
+    longest, res = fit_runs(model, sizes, seed)
+    a, b = in_flight(res["paged"]), in_flight(res["contiguous"])
+    positions = sizes.fit_blocks * 16
+    detail = (f"{positions} KV positions; contiguous: {positions // longest} reservations of {longest}, paged: "
+              f"{sizes.fit_blocks} blocks of 16; mean requests in flight while others wait {a:.1f} vs {b:.1f} "
+              f"(paged peak {max(len(it.tables) for it in res['paged'].iterations)}, "
+              f"{res['paged'].summary.preemptions} preemptions); tokens/s {res['paged'].summary.tokens_per_s:.1f} "
+              f"vs {res['contiguous'].summary.tokens_per_s:.1f}")
+    return _ratio_row("requests in the same KV memory, paged / contiguous max-length", a / b, at_least=2.0,
+                      detail=detail)
+
+
+def chunk_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
+    ids, res = chunk_runs(model, sizes, seed)
+    whole, chunked = (percentile(gaps(res[k], ids), 99) for k in ("whole", "chunked"))
+    long = res["whole"].requests[-1]
+    detail = (f"{sizes.decoders} requests decode {sizes.decoder_tokens} tokens, a {sizes.long_prompt}-token prompt "
+              f"arrives after {_ms(long.arrival)}; their p99 time between tokens {_ms(whole)} whole vs {_ms(chunked)} "
+              f"in chunks of {sizes.prefill_chunk}; the long prompt's TTFT {_ms(long.ttft)} vs "
+              f"{_ms(res['chunked'].requests[-1].ttft)}")
+    return _ratio_row("decoding requests' TPOT p99 as a long prompt arrives, chunked / whole", chunked / whole,
+                      at_most=0.5, detail=detail)
+
+
+def prefix_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
+    res = prefix_runs(model, sizes, seed)
+    plain, cached = (res[k].summary.ttft.p50 for k in ("without", "with"))
+    detail = (f"{len(res['with'].requests)} requests, a {sizes.shared_prefix}-token shared opening; TTFT p50 "
+              f"{_ms(plain)} without vs {_ms(cached)} with; {res['with'].summary.cached_tokens} prompt positions "
+              "reused")
+    return _ratio_row(f"TTFT with / without prefix caching ({sizes.shared_prefix}-token shared prefix)",
+                      cached / plain, at_most=0.33, detail=detail)
+
+
+def equality_row(model: Model) -> TargetRow:
+    eq = equality(model)
+    pre = sum(v[2] for v in eq.settings.values())
+    wrong = [k for k, v in eq.settings.items() if v[0] != v[1] or not v[3]]
+    detail = (f"{model.info.name}: {eq.equal}/{eq.total} tokens over {len(eq.settings)} settings "
+              f"({', '.join(eq.settings)}), {pre} preemptions; blocks balanced after every run: {not wrong}"
+              + (f"; wrong: {', '.join(wrong)}" if wrong else ""))
+    return TargetRow("tokens equal to solo il.generate (greedy, every policy, preemption)", ">= 100%",
+                     eq.equal / eq.total, not wrong, detail)
+
+
+ROWS = {"throughput": throughput_row, "generate_batch": peer_row, "paged": fit_row, "chunked": chunk_row,
+        "prefix": prefix_row}
+
+
+def serve_bench(model: Model, reference: Model, sizes: BenchSizes | None = None, *, rows=tuple(ROWS),
+                log=print) -> ServeBench:
+    """Measure every row: the timings on ``model`` (GPT-2's shape), token equality on ``reference`` (the bundled
+    model). ``rows``: which timed rows (the equality row always runs: it is seconds)."""
+    sizes = sizes or BenchSizes()
+    out = []
+    for name in rows:
+        log(f"  measuring {name} ...")
+        out.append(ROWS[name](model, sizes))
+    log("  checking tokens against il.generate ...")
+    out.append(equality_row(reference))
+    return ServeBench(f"{model.info.name} ({model.info.n_layer} blocks, {model.info.source})", tuple(out))

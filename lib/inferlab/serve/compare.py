@@ -1,0 +1,274 @@
+"""Serving with and without each idea, on the same requests: the runs notebook 09 shows and the benchmark scores.
+
+Every function runs the real model through ``serve.run`` (or transformers, for ``peer_runs``) and returns the
+results, not a verdict; ``serve.bench`` turns them into the benchmark's rows, notebook 09 into figures.
+
+    batching_runs   static and continuous batching on one Poisson workload near the server's capacity
+    idle_slots      the share of batch slots that ran nothing
+    peer_runs       inferlab.serve against transformers' ``generate_batch`` (and a padded ``generate()``)
+    fit_runs        paged KV blocks against a contiguous max-length reservation, in the same memory
+    kv_usage        positions reserved against used, per iteration, under either layout
+    chunk_runs      a long prompt arrives while others decode: whole against chunked prefill
+    prefix_runs     requests sharing a long opening, without and with prefix caching
+    load_sweep      continuous batching over arrival rates (the latency-throughput curve)
+    equality        every policy and option against solo ``il.generate``, token for token
+
+Sizes travel as one ``BenchSizes``; GPT-2's shape with random weights is the model to time (its speed does not
+depend on its weights' values), the bundled model the one to check tokens on.
+
+    >>> _, _, runs = batching_runs(g, BenchSizes())                         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from dataclasses import dataclass
+
+from .. import _hf
+from ..engine import generate
+from ..models import Model
+from ..timing import clock, interleave, time_call
+from .paged import PagedKV, Segment
+from .report import ServeResult, ServeSummary
+from .requests import Request, workload
+from .scheduler import run
+
+
+@dataclass(frozen=True)
+class BenchSizes:
+    """How big each measurement is. The defaults take a few minutes on 2 CPU cores; ``small()`` seconds."""
+
+    max_batch: int = 8
+    requests: int = 16  # throughput and paged-vs-contiguous workloads
+    prompt_tokens: tuple[int, int] = (16, 64)
+    new_tokens: tuple[int, int] = (8, 128)
+    peer_new_tokens: int = 32  # generate_batch takes one answer length for all
+    fit_blocks: int = 48  # the KV memory of the paged-vs-contiguous row, in blocks of 16 positions
+    long_prompt: int = 768  # the long prompt of the chunked-prefill row
+    prefill_chunk: int = 64
+    decoders: int = 4  # requests decoding when the long prompt arrives
+    decoder_tokens: int = 48
+    shared_prefix: int = 256
+    prefix_requests: int = 8
+
+    @classmethod
+    def small(cls) -> BenchSizes:
+        """Seconds, for the test suite: every row runs, none of its numbers means much."""
+        return cls(max_batch=4, requests=6, prompt_tokens=(4, 12), new_tokens=(2, 12), peer_new_tokens=4,
+                   fit_blocks=6, long_prompt=96, prefill_chunk=16, decoders=2, decoder_tokens=8, shared_prefix=64,
+                   prefix_requests=3)
+
+
+def forward_s(model: Model, batch: int, tokens: int, context: int = 0, *, repeats: int = 3) -> float:
+    """Median seconds of one paged forward: ``batch`` requests each running ``tokens`` new tokens after ``context``
+    positions already in their blocks (``tokens=1``: a decode step of the whole batch)."""
+    bs = 16
+    per = -(-(context + tokens) // bs)
+    kv = PagedKV(model, batch * per, bs)
+    ids = tuple(100 + i % 1000 for i in range(tokens))
+    segments = [Segment(ids, context, tuple(range(i * per, (i + 1) * per)), True) for i in range(batch)]
+    return statistics.median(time_call(lambda: kv.forward(segments), repeats=repeats, device=model.device))
+
+# ----------------------------------------------------------------------------- the runs (notebook 09 shows them)
+def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[float, float, dict[str, ServeResult]]:
+    """Static and continuous batching on one Poisson workload arriving at about the server's capacity:
+    ``(rate per s, one decode step's seconds at max_batch, {"static": result, "continuous": result})``."""
+    mean_new = sum(sizes.new_tokens) / 2
+    step = forward_s(model, sizes.max_batch, 1, context=sum(sizes.prompt_tokens) // 2 + int(mean_new) // 2)
+    rate = sizes.max_batch / step / mean_new  # requests/s that keep max_batch slots decoding
+    reqs = workload(sizes.requests, rate, sizes.prompt_tokens, sizes.new_tokens, seed, model=model)
+    return rate, step, {p: run(model, reqs, policy=p, max_batch=sizes.max_batch) for p in ("static", "continuous")}
+
+
+def idle_slots(result: ServeResult) -> float:
+    """Share of the batch slots (``max_batch`` per iteration) that ran no request, over the run's iterations."""
+    size = result.settings.max_batch
+    return 1 - sum(len(it.requests) for it in result.iterations) / (size * len(result.iterations))
+
+
+@dataclass(frozen=True)
+class PeerComparison:
+    """The same requests through ``inferlab.serve`` and transformers: tokens/s (median of interleaved runs) and
+    how many answers equal serve's."""
+
+    requests: int
+    new_tokens: int
+    tokens_per_s: dict[str, float]
+    same_as_serve: dict[str, int]
+
+
+def peer_runs(model: Model, sizes: BenchSizes, seed: int = 0, repeats: int = 2, *, padded: bool = False
+              ) -> PeerComparison:
+    """``serve.run`` (continuous), transformers' ``generate_batch`` and (``padded``) ``generate()`` on one padded
+    batch, on the same requests all at once, interleaved (``timing.interleave``)."""
+    reqs = workload(sizes.requests, math.inf, sizes.prompt_tokens, sizes.peer_new_tokens, seed, model=model)
+    blocks = -(-(sizes.prompt_tokens[1] + sizes.peer_new_tokens) // 16) * sizes.max_batch
+    prompts, n = [list(r.prompt_ids) for r in reqs], sizes.peer_new_tokens
+    calls = {"inferlab.serve": lambda: [list(s.tokens) for s in run(model, reqs, max_batch=sizes.max_batch,
+                                                                        kv_blocks=blocks).requests],
+             "generate_batch": lambda: _hf.hf_generate_batch(model, prompts, max_new_tokens=n,
+                                                             max_batch=sizes.max_batch, block_size=16,
+                                                             kv_blocks=blocks)}
+    if padded:
+        calls["generate() padded"] = lambda: _hf.hf_generate_padded(model, prompts, max_new_tokens=n)
+    out: dict[str, list] = {}
+
+    def timed(name):
+        def call():
+            t0 = clock(model.device)
+            out[name] = calls[name]()
+            return clock(model.device) - t0
+        return call
+
+    times = interleave({k: timed(k) for k in calls}, repeats)
+    tps = {k: len(reqs) * n / statistics.median(v) for k, v in times.items()}
+    same = {k: sum(a == b for a, b in zip(v, out["inferlab.serve"], strict=True)) for k, v in out.items()}
+    return PeerComparison(len(reqs), n, tps, same)
+
+
+def in_flight(result: ServeResult) -> float:
+    """Mean requests run per iteration while others waited (arrived, unfinished, not in that iteration's forward):
+    while the queue is not empty, memory decides how many run. A request preempted and computed again counts only
+    in the iterations that run it. If no request ever waited (all fitted), the most that ran at once."""
+    finish = {s.request.id: s.finish for s in result.requests}
+    arrival = {s.request.id: s.arrival for s in result.requests}
+    counts = []
+    for it in result.iterations:
+        unfinished = sum(1 for rid, t in finish.items() if t >= it.end and arrival[rid] <= it.start)
+        if unfinished > len(it.requests):
+            counts.append(len(it.requests))
+    return statistics.mean(counts) if counts else max(len(it.requests) for it in result.iterations)
+
+
+def fit_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[int, dict[str, ServeResult]]:
+    """The same requests in the same KV memory (``fit_blocks`` x 16 positions), all arriving at once: paged
+    (blocks of 16) and contiguous (one block as long as the longest request the workload allows, per request).
+    ``(that longest length, {"paged": result, "contiguous": result})``."""
+    reqs = workload(sizes.requests, math.inf, sizes.prompt_tokens, sizes.new_tokens, seed, model=model)
+    longest = sizes.prompt_tokens[1] + sizes.new_tokens[1]
+    return longest, {"paged": run(model, reqs, max_batch=len(reqs), kv_blocks=sizes.fit_blocks),
+                     "contiguous": run(model, reqs, max_batch=len(reqs), block_size=longest,
+                                       kv_blocks=sizes.fit_blocks * 16 // longest)}
+
+
+def kv_positions(result: ServeResult, longest: int) -> list[tuple[int, int, int]]:
+    """Per iteration: ``(positions a contiguous server would reserve, positions in blocks, positions written)``
+    for the requests holding blocks. A contiguous server reserves ``longest`` per request; the positions written
+    after an iteration are a request's prompt (or what of it was run) and the tokens it had already been given."""
+    tokens = {s.request.id: (len(s.request.prompt_ids), s.token_times) for s in result.requests}
+    bs = result.pool.block_size
+    out = []
+    for it in result.iterations:
+        used = 0
+        for rid, table in it.tables:
+            prompt, times = tokens[rid]  # a token given at an iteration's end is written by the next one
+            used += min(prompt + sum(t < it.end for t in times), len(table) * bs)
+        out.append((len(it.tables) * longest, sum(len(t) for _, t in it.tables) * bs, used))
+    return out
+
+
+def kv_usage(result: ServeResult, longest: int) -> dict[str, tuple[float, float]]:
+    """Means over the iterations of ``kv_positions``: ``{"contiguous max-length": (reserved, written),
+    "paged": (in blocks, written)}``."""
+    reserved, paged, used = (statistics.mean(col) for col in zip(*kv_positions(result, longest), strict=True))
+    return {"contiguous max-length": (reserved, used), "paged": (paged, used)}
+
+
+def gaps(result: ServeResult, ids) -> list[float]:
+    """Seconds between consecutive tokens of the requests ``ids`` (time between tokens)."""
+    out = []
+    for s in result.requests:
+        if s.request.id in ids:
+            out += [b - a for a, b in zip(s.token_times, s.token_times[1:], strict=False)]
+    return out
+
+
+def chunk_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[set[int], dict[str, ServeResult]]:
+    """``decoders`` requests decode; a ``long_prompt`` arrives after about a quarter of their answers. Run with
+    whole prompts and with ``prefill_chunk``: ``(the decoders' ids, {"whole": result, "chunked": result})``."""
+    decoders = workload(sizes.decoders, math.inf, sizes.prompt_tokens[0], sizes.decoder_tokens, seed, model=model)
+    step = forward_s(model, sizes.decoders, 1, context=sizes.prompt_tokens[0] + sizes.decoder_tokens // 4)
+    long = workload(1, 1.0, sizes.long_prompt, 4, seed, model=model)[0]
+    long = dataclasses.replace(long, id=len(decoders), arrival=step * sizes.decoder_tokens / 4)
+    reqs = [*decoders, long]
+    return {r.id for r in decoders}, {k: run(model, reqs, max_batch=len(reqs), prefill_chunk=c)
+                                      for k, c in (("whole", None), ("chunked", sizes.prefill_chunk))}
+
+
+def prefix_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> dict[str, ServeResult]:
+    """Requests sharing a ``shared_prefix``-token opening, arriving about two prefills apart (so TTFT is the
+    prefill, not a queue), without and with prefix caching: ``{"without": result, "with": result}``."""
+    own = (8, 24) if sizes.prompt_tokens[1] >= 24 else sizes.prompt_tokens
+    rate = 0.5 / forward_s(model, 1, sizes.shared_prefix + own[1])
+    reqs = workload(sizes.prefix_requests, rate, own, 4, seed, model=model, shared_prefix=sizes.shared_prefix)
+    return {k: run(model, reqs, max_batch=sizes.max_batch, prefix_cache=c) for k, c in (("without", False),
+                                                                                        ("with", True))}
+
+
+@dataclass(frozen=True)
+class LoadPoint:
+    """One arrival rate (requests/s offered) and the run's summary."""
+
+    rate: float
+    summary: ServeSummary
+
+
+def load_sweep(model: Model, rates, sizes: BenchSizes, seed: int = 0) -> list[LoadPoint]:
+    """Continuous batching at each arrival rate, the same lengths each time (``requests``, ``prompt_tokens``,
+    ``new_tokens``): the latency-throughput curve."""
+    return [LoadPoint(r, run(model, workload(sizes.requests, r, sizes.prompt_tokens, sizes.new_tokens, seed,
+                                             model=model), max_batch=sizes.max_batch).summary) for r in rates]
+
+
+def solo_tokens(model: Model, r: Request) -> list[int]:
+    """What ``il.generate`` gives request ``r`` alone."""
+    s = r.sampling
+    return generate(model, r.prompt, max_new_tokens=r.max_new_tokens, stop_at_eos=r.stop_at_eos,
+                    temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed).generated_ids
+
+
+@dataclass(frozen=True)
+class Equality:
+    """Per setting: ``(tokens equal to il.generate's, tokens, preemptions, blocks balanced after the run)``."""
+
+    settings: dict[str, tuple[int, int, int, bool]]
+
+    @property
+    def equal(self) -> int:
+        return sum(v[0] for v in self.settings.values())
+
+    @property
+    def total(self) -> int:
+        return sum(v[1] for v in self.settings.values())
+
+
+def equality(model: Model, seed: int = 3) -> Equality:
+    """Every policy and option on small workloads of ``model`` (the bundled one), each request's tokens against
+    solo ``il.generate``, and the block pool's books after each run (``BlockPool.problems``, nothing held)."""
+    mixed = workload(4, math.inf, (5, 36), (3, 8), seed, model=model)  # some prompts over two blocks of 16
+    shared = workload(3, 200.0, (3, 8), (3, 6), seed, model=model, shared_prefix=40)
+    short = workload(3, math.inf, (3, 6), (8, 10), seed, model=model)  # they outgrow 5 blocks of 4
+    cases = {
+        "static": (mixed, {"policy": "static", "max_batch": 3}),
+        "continuous": (mixed, {"max_batch": 3}),
+        "chunked prefill": (mixed, {"max_batch": 4, "prefill_chunk": 6}),
+        "prefix cache": (shared, {"max_batch": 4, "prefix_cache": True}),
+        "preemption": (short, {"max_batch": 3, "block_size": 4, "kv_blocks": 5}),
+        "static + preemption": (short, {"policy": "static", "max_batch": 3, "block_size": 4, "kv_blocks": 5}),
+        "all at once": (shared, {"max_batch": 4, "prefill_chunk": 7, "prefix_cache": True, "block_size": 4,
+                                 "kv_blocks": 14}),
+    }
+    solo: dict[tuple[int, int], list[int]] = {}
+    out = {}
+    for name, (reqs, settings) in cases.items():
+        result = run(model, reqs, **settings)
+        equal = total = 0
+        for s in result.requests:
+            want = solo.setdefault((id(reqs), s.request.id), solo_tokens(model, s.request))
+            equal += sum(a == b for a, b in zip(s.tokens, want, strict=False))
+            total += max(len(s.tokens), len(want))
+        balanced = not result.pool.problems() and result.pool.used_blocks == 0
+        out[name] = (equal, total, result.summary.preemptions, balanced)
+    return Equality(out)

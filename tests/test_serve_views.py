@@ -1,0 +1,142 @@
+"""Notebook 09's figures, SLO slider and narration (viz.serve, widgets.serve, narrate.n09), in both languages.
+
+The runs are real but small (the bundled model, a few requests); the narration's numbers are hand-made, so both of
+each finding's outcomes are told.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from types import SimpleNamespace
+
+import pytest
+from test_narrate_language import chinese
+
+from inferlab import i18n, narrate
+from inferlab.serve import compare, run, workload
+from inferlab.viz import serve as vs
+from inferlab.widgets import serve as ws
+
+n09 = narrate.n09
+
+
+@pytest.fixture
+def zh():
+    before = i18n._chosen
+    i18n.set_language("zh")
+    yield
+    i18n._chosen = before
+
+
+@pytest.fixture(scope="module")
+def served(model):
+    """Six requests over 5 blocks of 16: some wait for blocks, none is preempted twice."""
+    reqs = workload(6, 200.0, (4, 20), (3, 8), 2, model=model)
+    return run(model, reqs, max_batch=4, kv_blocks=5)
+
+
+def test_gantt_shows_each_phase_of_each_request(served):
+    fig = vs.gantt(served)
+    assert [t.name for t in fig.data] == ["waiting", "prefill", "decode"]
+    start = vs.first_runs(served)
+    for s, wait, pre, dec in zip(served.requests, *(t.x for t in fig.data), strict=True):
+        assert wait == pytest.approx((start[s.request.id] - s.arrival) * 1e3)
+        assert pre == pytest.approx((s.first_token - start[s.request.id]) * 1e3)
+        assert dec == pytest.approx((s.finish - s.first_token) * 1e3) and wait >= 0 and pre > 0
+    assert fig.data[2].base[0] == pytest.approx(served.requests[0].first_token * 1e3)
+
+
+def test_block_map_colours_each_held_block_by_its_request(served):
+    z = vs.block_map(served).data[0].z
+    assert len(z) == 5 and len(z[0]) == len(served.iterations)
+    for j, it in enumerate(served.iterations):
+        held = {b: rid for rid, table in it.tables for b in table}
+        assert {b: z[b][j] for b in held} == held
+        assert sum(not math.isnan(z[b][j]) for b in range(5)) == it.used_blocks
+
+
+def test_kv_usage_and_its_bars(served, model):
+    reqs = workload(3, math.inf, (20, 40), 4, 1, model=model)
+    first = compare.kv_positions(run(model, reqs, max_batch=3), longest=44)[0]
+    prompts = [len(r.prompt_ids) for r in reqs]  # after the first iteration: every prompt, in blocks of 16
+    assert first == (3 * 44, 16 * sum(-(-p // 16) for p in prompts), sum(prompts))
+    usage = compare.kv_usage(served, longest=28)
+    (reserved, used), (paged, used_again) = usage["contiguous max-length"], usage["paged"]
+    assert used == used_again and 0 < used <= paged <= used + 15 * 4  # at most one partly empty block each
+    assert reserved == pytest.approx(28 * sum(len(it.tables) for it in served.iterations) / len(served.iterations))
+    fig = vs.kv_waste_bars(usage)
+    assert list(fig.data[0].y) == [used, used] and list(fig.data[1].y) == [reserved - used, paged - used]
+    with pytest.raises(ValueError, match="kv_usage"):
+        vs.kv_waste_bars({"paged": 3})
+
+
+def points(*p99s):
+    return [SimpleNamespace(rate=r, summary=SimpleNamespace(tokens_per_s=10 * r, ttft=SimpleNamespace(
+        p50=t / 2, p90=t, p99=t))) for r, t in zip((1.0, 2.0, 4.0, 8.0), p99s, strict=False)]
+
+
+def test_load_curve_and_the_slo_slider():
+    pts = points(0.2, 0.25, 0.9, 5.0)
+    fig = vs.load_curve(pts, slo_s=1.0)
+    assert list(fig.data[1].y) == pytest.approx([200, 250, 900, 5000]) and fig.layout.shapes[0].y0 == 1000
+    assert ws.best_within(pts, 1.0).rate == 4.0 and ws.best_within(pts, 0.1) is None
+    view = ws.slo_picker(pts)
+    slider, note = view.children[:2]
+    slider.value = 300.0
+    assert "20.0 tokens/s" in note.value  # 2 requests/s is the best within 300 ms
+    slider.value = 100.0
+    assert "No rate" in note.value
+    with pytest.raises(ValueError, match="LoadPoints"):
+        vs.load_curve([1, 2])
+
+
+def test_gap_timeline_and_compare_bars(served):
+    fig = vs.gap_timeline({"run": served}, {0, 1})
+    gaps = [y for y in fig.data[0].y if y is not None]
+    assert sorted(gaps) == pytest.approx(sorted(g * 1e3 for g in compare.gaps(served, {0, 1})))
+    assert list(vs.compare_bars({"a": 1.0, "b": 2.0}, "t", "y").data[0].y) == [1.0, 2.0]
+    with pytest.raises(ValueError, match="ServeResult"):
+        vs.gantt("not a result")
+
+
+def summary(tps, t50, t99, tpot=0.05, n=16):
+    pct = SimpleNamespace
+    return SimpleNamespace(tokens_per_s=tps, requests=n, ttft=pct(p50=t50, p99=t99), tpot=pct(p50=tpot))
+
+
+FINDINGS = {  # each finding in both outcomes: (the lesson holds, it does not)
+    "why_batch": (([1, 4, 16], [0.02, 0.022, 0.03]), ([1, 4, 16], [0.02, 0.07, 0.3])),
+    "static_vs_continuous": ((summary(20, 3, 9), summary(35, 0.3, 2)), (summary(20, 3, 9), summary(21, 2.9, 8))),
+    "paging": (({"contiguous max-length": (800, 300), "paged": (330, 300)}, 8.5, 4, 192),
+               ({"contiguous max-length": (400, 380), "paged": (390, 380)}, 4.2, 4, 100)),
+    "knee": ((points(0.2, 0.25, 0.9, 5.0), 1.0), (points(0.2, 0.25), 0.1)),
+    "chunks": ((2.0, 0.3, 2.1, 2.6, 64, 768), (0.2, 0.19, 0.3, 0.35, 64, 96)),
+    "prefix": ((1.2, 0.2, 256, 1792), (0.5, 0.45, 32, 64)),
+    "peer": ((SimpleNamespace(requests=8, new_tokens=32, tokens_per_s={"inferlab.serve": 30.0, "generate_batch": 28.0},
+                              same_as_serve={"inferlab.serve": 8, "generate_batch": 8}),),
+             (SimpleNamespace(requests=8, new_tokens=32, tokens_per_s={"inferlab.serve": 20.0, "generate_batch": 40.0},
+                              same_as_serve={"inferlab.serve": 8, "generate_batch": 8}),)),
+}
+
+
+# words of each outcome's own sentence (English): the lesson holds, it does not
+BRANCH = {"why_batch": ("This is why servers batch", "set its time here"),
+          "static_vs_continuous": ("refills a slot the moment", "gained little"),
+          "paging": ("turns saved memory into throughput", "fitted few more"),
+          "knee": ("the **knee**", "No rate tried"),
+          "chunks": ("keep their pace", "did not smooth"),
+          "prefix": ("only computes its own part", "saved less here"),
+          "peer": ("keep up with", "was faster on this run")}
+
+
+@pytest.mark.parametrize("name", list(FINDINGS))
+def test_each_finding_has_two_outcomes_in_both_languages(name, zh):
+    holds, not_held = (getattr(n09, name)(*args) for args in FINDINGS[name])
+    chinese(holds), chinese(not_held)
+    assert not re.search(r"[\u4e00-\u9fff）][;.,:] ", holds + not_held), "English punctuation in the Chinese text"
+    i18n.set_language("en")
+    holds, not_held = (getattr(n09, name)(*args) for args in FINDINGS[name])
+    yes, no = BRANCH[name]
+    assert yes in holds and no not in holds, holds
+    assert no in not_held and yes not in not_held, not_held
