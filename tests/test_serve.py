@@ -13,8 +13,9 @@ import pytest
 import torch
 
 import inferlab as il
+from inferlab.fast.layouts import onednn_packing
 from inferlab.serve import BlockPool, Request, request, run, workload
-from inferlab.serve.paged import PagedKV, Segment
+from inferlab.serve.paged import PagedKV, Segment, resolve_weights
 
 
 @pytest.fixture(scope="module")
@@ -89,7 +90,7 @@ SETTINGS = {
 
 @pytest.mark.parametrize("name", list(SETTINGS))
 def test_every_policy_gives_each_request_its_solo_tokens(model, reqs, solo_tokens, name):
-    result = run(model, reqs, **SETTINGS[name])
+    result = run(model, reqs, **SETTINGS[name])  # weights="auto": oneDNN-packed copies where this CPU packs
     check_tokens(result, solo_tokens, "reqs")
     check_blocks(result, reqs, 16)
     assert result.summary.preemptions == 0  # kv_blocks=None: room for max_batch of the longest request
@@ -182,6 +183,21 @@ def test_static_waits_for_the_batch_and_continuous_refills_a_slot(model, reqs):
         assert joined_mid_flight == (policy == "continuous"), policy
 
 
+def test_static_keeps_computing_the_rows_of_finished_requests(model, reqs, monkeypatch):
+    """As generate() on a padded batch: until the batch's longest answer is done, a finished request's row still runs
+    (a padding row); continuous batching refills the slot instead, and neither ever pads a batch that is running full."""
+    rows = []
+    real = PagedKV.forward
+    monkeypatch.setattr(PagedKV, "forward", lambda self, segs: rows.append(len(segs)) or real(self, segs))
+    static = run(model, reqs, policy="static", max_batch=3)
+    assert [len(it.requests) + it.padding_rows for it in static.iterations] == rows
+    assert any(it.padding_rows for it in static.iterations)
+    for a, b in itertools.pairwise(static.iterations):  # a batch's rows never shrink until it is done
+        if set(b.requests) <= set(a.requests):
+            assert len(b.requests) + b.padding_rows == len(a.requests) + a.padding_rows
+    assert not any(it.padding_rows for it in run(model, reqs, policy="continuous", max_batch=3).iterations)
+
+
 def test_times_and_summary(model):
     rs = workload(4, 40.0, prompt_tokens=(4, 10), new_tokens=(2, 5), seed=1, model=model)
     result = run(model, rs, max_batch=4)
@@ -203,11 +219,30 @@ def test_times_and_summary(model):
     assert "tokens/s" in repr(summ) and "Served(#0" in repr(result.requests[0])
 
 
-def test_paged_forward_matches_prefill_logits(model):
+def test_the_models_own_weights_give_the_same_tokens(model, reqs, solo_tokens):
+    result = run(model, reqs, policy="continuous", max_batch=4, prefill_chunk=6, weights="model")
+    assert result.requests and all(s is not None for s in result.requests)
+    check_tokens(result, solo_tokens, "reqs")
+    kv = PagedKV(model, 2, 4, weights="model")
+    assert kv.weights == "model" and kv.packed is None
+
+
+def test_auto_packs_the_weights_only_where_onednn_can(model):
+    assert PagedKV(model, 2, 16).weights == ("packed" if onednn_packing() else "model")
+    elsewhere = torch.empty(2, 2, device="meta")  # not a CPU tensor: nothing to pack for oneDNN
+    assert resolve_weights("auto", elsewhere) == "model"
+    with pytest.raises(ValueError, match=r"weights='packed'.*Fix:"):
+        resolve_weights("packed", elsewhere)
+
+
+@pytest.mark.parametrize("weights", ["packed", "model"])
+def test_paged_forward_matches_prefill_logits(model, weights):
     """Two requests in one pool, tables out of order: a prompt read in two chunks beside another's decode."""
+    if weights == "packed" and not onednn_packing():
+        pytest.skip("this PyTorch cannot pack weights for oneDNN")
     a = model.encode("To be, or not to be, that is the question: whether")  # 13 tokens
     b = model.encode("ROMEO. But soft")
-    kv = PagedKV(model, 6, 4)  # 6 blocks of 4 positions
+    kv = PagedKV(model, 6, 4, weights=weights)  # 6 blocks of 4 positions
     table_a, table_b = (3, 0, 5, 1), (2, 4)
     kv.forward([Segment(tuple(a[:5]), 0, table_a, False), Segment(tuple(b), 0, table_b, True)])
     got = kv.forward([Segment((7,), len(b), table_b, True), Segment(tuple(a[5:]), 5, table_a, True)])
@@ -268,6 +303,7 @@ BAD_RUN = [
     ({"prefill_chunk": 0}, ValueError, "prefill_chunk=0"),
     ({"prefix_cache": "yes"}, TypeError, "prefix_cache"),
     ({"max_batch": 2.5}, TypeError, "max_batch"),
+    ({"weights": "int8"}, ValueError, "weights='int8'"),
 ]
 
 

@@ -70,6 +70,7 @@ class Iteration:
     tables: tuple[tuple[int, tuple[int, ...]], ...]  # (request id, its block table) for every request holding blocks
     used_blocks: int
     preempted: tuple[int, ...]  # ids whose blocks were taken back before this forward
+    padding_rows: int = 0  # static batching: rows of finished requests still computed, as a padded generate() does
 
     def __repr__(self) -> str:
         return tr("Iteration(#{index}: {n} requests, {prefill} prefill + {decode} decode tokens, {blocks} KV blocks in "

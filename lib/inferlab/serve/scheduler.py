@@ -12,10 +12,11 @@
 
 Two policies. ``"continuous"`` (Orca, OSDI 2022: iteration-level scheduling) admits at every iteration,
 so a finished request's slot is refilled at once. ``"static"`` admits only when the batch is empty and
-runs it to completion, as ``generate()`` on a padded batch does: slots of short answers sit idle until the
-longest is done. ``prefill_chunk`` (Sarathi-Serve, OSDI 2024) caps the prompt tokens of one iteration, so a
-long prompt is read over several iterations while the others keep decoding; ``prefix_cache`` shares the
-full blocks of a common prompt opening (``serve.blocks``).
+runs it to completion, as ``generate()`` on a padded batch does: the row of a short answer that is done keeps
+being computed (a padding row, its tokens thrown away) until the longest is done, so its slot costs a row of
+every product and serves no one. ``prefill_chunk`` (Sarathi-Serve, OSDI 2024) caps the prompt tokens of one
+iteration, so a long prompt is read over several iterations while the others keep decoding; ``prefix_cache``
+shares the full blocks of a common prompt opening (``serve.blocks``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from ..models import Model
 from ..sampling import draw
 from ..timing import clock
 from .blocks import BlockPool
-from .paged import PagedKV, Segment
+from .paged import WEIGHTS, PagedKV, Segment
 from .report import Iteration, Served, ServeResult, summarize_run
 from .requests import Request
 
@@ -54,6 +55,7 @@ class ServeConfig:
     kv_blocks: int = 256
     prefill_chunk: int | None = None
     prefix_cache: bool = False
+    weights: str = "auto"  # the products' weight layout (serve.paged): "auto", "packed" or "model"
 
     def __post_init__(self) -> None:
         if self.policy not in POLICIES:
@@ -66,6 +68,9 @@ class ServeConfig:
         if self.prefill_chunk is not None:
             check_number("prefill_chunk", self.prefill_chunk, low=1, integer=True,
                          fix="use None for whole prompts, or a number of tokens such as 64")
+        if self.weights not in WEIGHTS:
+            raise bad_value("weights", self.weights, f"one of {list(WEIGHTS)}",
+                            "use 'auto' (packed where this CPU allows), 'packed' or 'model' (the model's own tensors)")
         if not isinstance(self.prefix_cache, bool):
             raise TypeError(f"prefix_cache must be True or False, got {self.prefix_cache!r}. Fix: pass "
                             "prefix_cache=True to share common prompt openings, False not to.")
@@ -98,9 +103,10 @@ class Scheduler:
     def __init__(self, model: Model, config: ServeConfig) -> None:
         self.model, self.config = model, config
         self.pool = BlockPool(config.kv_blocks, config.block_size, prefix_cache=config.prefix_cache)
-        self.kv = PagedKV(model, config.kv_blocks, config.block_size)
+        self.kv = PagedKV(model, config.kv_blocks, config.block_size, config.weights)
         self.waiting: deque[_Live] = deque()
         self.running: list[_Live] = []
+        self.batch_rows = 0  # static: the rows of the batch now running (its finished requests' rows still run)
 
     # ------------------------------------------------------------------ one iteration's plan
     def _preempt(self, victim: _Live) -> None:
@@ -185,7 +191,8 @@ class Scheduler:
             segments = [Segment(tuple(lv.tokens[lv.computed:lv.computed + n]), lv.computed,
                                 tuple(self.pool.tables[lv.id]), lv.computed + n == len(lv.tokens))
                         for lv, n in planned]
-            logits = self.kv.forward(segments)  # [requests reaching their end, vocab]
+            padding = self._padding_rows()
+            logits = self.kv.forward(segments + [self.kv.padding(eos)] * padding)  # [requests at their end, vocab]
             emitting = [lv for (lv, _), s in zip(planned, segments, strict=True) if s.logits]
             chosen = self._choose(logits, emitting)
             t_end = clock(device) - t0  # the new ids are on the host now
@@ -193,7 +200,7 @@ class Scheduler:
                 len(iterations), now, t_end, sum(n for _, n in planned if n > 1),
                 sum(1 for _, n in planned if n == 1), tuple(lv.id for lv, _ in planned),
                 tuple((rid, tuple(t)) for rid, t in self.pool.tables.items()), self.pool.used_blocks,
-                tuple(preempted)))
+                tuple(preempted), padding))
             for lv, n in planned:
                 lv.computed += n
                 self.pool.remember(lv.id, lv.tokens, lv.computed)
@@ -208,6 +215,13 @@ class Scheduler:
                          done[r.id].preemptions, done[r.id].cached_tokens) for r in requests]
         summary = summarize_run(self.config.policy, served, iterations, self.config.kv_blocks)
         return ServeResult(tuple(served), tuple(iterations), summary, self.pool, self.config)
+
+    def _padding_rows(self) -> int:
+        """Static batching: rows of the running batch's finished (or preempted) requests, still computed."""
+        if self.config.policy != "static":
+            return 0
+        self.batch_rows = max(self.batch_rows, len(self.running)) if self.running else 0
+        return self.batch_rows - len(self.running)
 
     def _choose(self, logits: torch.Tensor, emitting: list[_Live]) -> list[int]:
         """Each request's next token: greedy rows in one argmax, sampled rows with their own seeded generator."""
@@ -237,7 +251,8 @@ def _check_requests(model: Model, requests) -> list[Request]:
 
 
 def run(model: Model, requests, policy: str = "continuous", max_batch: int = 8, block_size: int = 16,
-        kv_blocks: int | None = None, prefill_chunk: int | None = None, prefix_cache: bool = False) -> ServeResult:
+        kv_blocks: int | None = None, prefill_chunk: int | None = None, prefix_cache: bool = False,
+        weights: str = "auto") -> ServeResult:
     """Serve ``requests`` on ``model`` with real forwards on a real clock; returns a ``ServeResult``.
 
     Args:
@@ -250,6 +265,8 @@ def run(model: Model, requests, policy: str = "continuous", max_batch: int = 8, 
             Too few blocks for the running requests preempts the newest (freed, computed again later).
         prefill_chunk: prompt tokens per iteration at most (``None``: whole prompts).
         prefix_cache: share the full blocks of a common prompt opening between requests.
+        weights: the products' weight layout (``serve.paged``): ``"auto"`` (oneDNN-packed copies where this CPU
+            allows, else the model's own tensors), ``"packed"`` or ``"model"``.
 
     >>> reqs = il.serve.workload(8, rate_per_s=4.0, model=m)                  # doctest: +SKIP
     >>> il.serve.run(m, reqs, policy="continuous", max_batch=4).summary       # doctest: +SKIP
@@ -265,7 +282,7 @@ def run(model: Model, requests, policy: str = "continuous", max_batch: int = 8, 
     if kv_blocks is None:
         check_number("max_batch", max_batch, low=1, integer=True, fix="run at least one request at a time")
         kv_blocks = need * int(max_batch)
-    config = ServeConfig(policy, max_batch, block_size, kv_blocks, prefill_chunk, prefix_cache)
+    config = ServeConfig(policy, max_batch, block_size, kv_blocks, prefill_chunk, prefix_cache, weights)
     if kv_blocks < need:
         raise bad_value("kv_blocks", kv_blocks, f"at least {need}: the longest request ({longest} positions) must "
                         f"fit alone in blocks of {block_size}", f"use kv_blocks >= {need}, or shorter requests")
