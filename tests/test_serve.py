@@ -185,7 +185,7 @@ def test_static_waits_for_the_batch_and_continuous_refills_a_slot(model, reqs):
 
 def test_static_keeps_computing_the_rows_of_finished_requests(model, reqs, monkeypatch):
     """As generate() on a padded batch: until the batch's longest answer is done, a finished request's row still runs
-    (a padding row); continuous batching refills the slot instead, and neither ever pads a batch that is running full."""
+    (a padding row); continuous batching refills the slot instead, and a batch running full is never padded."""
     rows = []
     real = PagedKV.forward
     monkeypatch.setattr(PagedKV, "forward", lambda self, segs: rows.append(len(segs)) or real(self, segs))

@@ -130,6 +130,16 @@ BRANCH = {"why_batch": ("This is why servers batch", "set its time here"),
           "peer": ("keep up with", "was faster on this run")}
 
 
+def test_a_much_faster_serve_says_why_in_both_languages(zh):
+    far = SimpleNamespace(requests=8, new_tokens=32, same_as_serve={"generate_batch": 8},
+                          tokens_per_s={"inferlab.serve": 200.0, "generate_batch": 50.0})
+    chinese(n09.peer(far))
+    i18n.set_language("en")
+    text = n09.peer(far)
+    assert "pre-packed for oneDNN" in text and "keep up with" not in text and "was faster" not in text
+    assert "pre-packed" not in n09.peer(FINDINGS["peer"][0][0])  # 30 against 28 tokens/s: keeping up
+
+
 @pytest.mark.parametrize("name", list(FINDINGS))
 def test_each_finding_has_two_outcomes_in_both_languages(name, zh):
     holds, not_held = (getattr(n09, name)(*args) for args in FINDINGS[name])
