@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+import inferlab as il
 from inferlab.cost import MachineProfile, Shape, prefill_cost
 from inferlab.fast import choice as fast_choice
 from inferlab.measure import KernelComparison, Sweep, speedups
@@ -131,14 +132,15 @@ def test_serve_entry_prints_every_target_with_its_verdict(tmp_path, capsys):
     result = bench.main(["serve", "--small", "--model", "bundled", "--threads", "1", "--out", str(out)])
     printed = capsys.readouterr().out
     rows = result["rows"]
-    assert len(rows) == len(bench.SERVE_ROWS) + 1 and json.loads(out.read_text())["rows"] == rows
+    assert len(rows) == len(bench.SERVE_ROWS) + 2 and json.loads(out.read_text())["rows"] == rows
     for needle in ("continuous / static throughput", "transformers generate_batch", "paged / contiguous",
                    "long prompt arrives", "prefix caching", "solo il.generate"):
         line = next((ln for ln in printed.splitlines() if needle in ln), None)
         assert line is not None, f"no row for {needle!r}"
         assert line.rstrip().endswith(("PASS", "FAIL")) and ("x " in line or "%" in line), line
-    equal = rows[-1]
+    equal, diverged = rows[-2], rows[-1]
     assert equal["passed"] and equal["value"] == 1.0 and "preemptions" in equal["detail"]
+    assert diverged["passed"] and diverged["value"] == 0 and "0 requests diverged" in diverged["detail"]
     assert "answers equal: 6/6" in printed  # serve and generate_batch answered alike
 
 
@@ -152,3 +154,20 @@ def test_serve_rows_count_what_they_say(model):
     assert serve_bench.in_flight(run(model, reqs, max_batch=6)) == 6  # all six at once from the start
     gaps = serve_bench.gaps(few, {0, 1})
     assert len(gaps) == sum(r.max_new_tokens - 1 for r in reqs[:2]) and min(gaps) > 0
+
+
+def test_a_divergence_is_judged_by_the_solo_runs_logit_margin(model, monkeypatch):
+    from inferlab.serve import bench as serve_bench
+    from inferlab.serve import compare, request
+
+    r = request(model, "ROMEO. But soft", max_new_tokens=4)
+    want = compare.solo_tokens(model, r)
+    logits = il.prefill(model, [*r.prompt_ids, *want[:2]])[0][0]
+    runner_up = int(logits.topk(2).indices[1])
+    d = compare.divergence(model, "continuous", r, 2, runner_up, want)
+    assert d.solo == want[2] and d.margin == pytest.approx(float(logits[want[2]] - logits[runner_up]), abs=1e-5)
+    assert d.margin > 0 and d.near_tie == (d.margin < compare.NEAR_TIE)
+    far = compare.Divergence("static", 0, 1, 7, 8, 2.5)
+    monkeypatch.setattr(serve_bench, "equality", lambda m: compare.Equality({"static": (3, 4, 0, True)}, (far,)))
+    row = serve_bench.divergence_row(model)
+    assert not row.passed and row.value == 1 and "static #0 token 1: margin 2.5" in row.detail

@@ -12,6 +12,9 @@ same process one after the other) and scores them against the target:
     prefix cache / none          TTFT p50 of requests that share a 256-token opening
     solo tokens                  the share of tokens equal to what ``il.generate`` gives each request alone,
                                  on the bundled model (greedy; every policy and option; under preemption)
+    random-weight divergences    the same settings on GPT-2's shape with random weights: where a request's
+                                 tokens first differ from solo ``il.generate``, the solo run's logit margin there
+                                 (under ``NEAR_TIE``: floating-point rounding; over it: a bug)
 
 "TPOT p99 while a long prompt arrives" is measured as the p99 of the running requests' gaps between tokens
 (vLLM's ITL, Sarathi-Serve's TBT): a mean TPOT per request spreads a one-off stall over all its tokens.
@@ -28,6 +31,7 @@ from dataclasses import dataclass
 from ..models import Model
 from ..timing import percentile
 from .compare import (
+    NEAR_TIE,
     BenchSizes,
     batching_runs,
     chunk_runs,
@@ -67,7 +71,8 @@ class ServeBench:
         head = f"{'measure':<70}{'target':>9}{'measured':>11}  result"
         lines = [f"inferlab.serve targets on {self.model}", head, "-" * len(head)]
         for r in self.rows:
-            value = f"{r.value:.0%}" if r.target.endswith("%") else f"{r.value:.2f}x"
+            value = (f"{r.value:.0%}" if r.target.endswith("%") else f"{r.value:.0f}" if r.target.isdigit()
+                     else f"{r.value:.2f}x")
             lines += [f"{r.measure:<70}{r.target:>9}{value:>11}  {'PASS' if r.passed else 'FAIL'}",
                       f"    {r.detail}"]
         return "\n".join(lines)
@@ -166,6 +171,19 @@ def equality_row(model: Model) -> TargetRow:
                      eq.equal / eq.total, not wrong, detail)
 
 
+def divergence_row(model: Model) -> TargetRow:
+    """The equality settings on ``model`` (GPT-2's shape, random weights): greedy tokens may part from solo
+    ``il.generate`` only at a near-tie (logit margin under ``NEAR_TIE``: rounding), never by more."""
+    eq = equality(model)
+    far = [d for d in eq.divergences if not d.near_tie]
+    shown = "; ".join(f"{d.setting} #{d.request} token {d.index}: margin {d.margin:.2g}" for d in eq.divergences[:4])
+    detail = (f"{model.info.name}: {eq.equal}/{eq.total} tokens equal; {len(eq.divergences)} requests diverged"
+              + (f" ({shown}{', ...' if len(eq.divergences) > 4 else ''})" if eq.divergences else "")
+              + f"; a margin under {NEAR_TIE:g} is floating-point rounding, over it a bug")
+    return TargetRow("random weights: divergences from solo il.generate beyond a near-tie", "0",
+                     float(len(far)), not far, detail)
+
+
 ROWS = {"throughput": throughput_row, "generate_batch": peer_row, "paged": fit_row, "chunked": chunk_row,
         "prefix": prefix_row}
 
@@ -181,4 +199,6 @@ def serve_bench(model: Model, reference: Model, sizes: BenchSizes | None = None,
         out.append(ROWS[name](model, sizes))
     log("  checking tokens against il.generate ...")
     out.append(equality_row(reference))
+    log("  the same on random weights, divergences and their logit margins ...")
+    out.append(divergence_row(model))
     return ServeBench(f"{model.info.name} ({model.info.n_layer} blocks, {model.info.source})", tuple(out))

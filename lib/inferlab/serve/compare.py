@@ -27,7 +27,7 @@ import statistics
 from dataclasses import dataclass
 
 from .. import _hf
-from ..engine import generate
+from ..engine import generate, prefill
 from ..models import Model
 from ..timing import clock, interleave, time_call
 from .paged import PagedKV, Segment
@@ -235,11 +235,33 @@ def solo_tokens(model: Model, r: Request) -> list[int]:
                     temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed).generated_ids
 
 
+NEAR_TIE = 1e-3  # a logit margin below this is floating-point rounding (different product order), not a bug
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a served request's greedy tokens first left what ``il.generate`` gives it alone, and by how much the
+    solo run's logits preferred its own token there (``margin``: logit of the solo token minus the served one's)."""
+
+    setting: str
+    request: int
+    index: int  # position in the answer
+    served: int
+    solo: int
+    margin: float
+
+    @property
+    def near_tie(self) -> bool:
+        return self.margin < NEAR_TIE
+
+
 @dataclass(frozen=True)
 class Equality:
-    """Per setting: ``(tokens equal to il.generate's, tokens, preemptions, blocks balanced after the run)``."""
+    """Per setting: ``(tokens equal to il.generate's, tokens, preemptions, blocks balanced after the run)``; and
+    each request's first divergence, with its logit margin (greedy requests)."""
 
     settings: dict[str, tuple[int, int, int, bool]]
+    divergences: tuple[Divergence, ...] = ()
 
     @property
     def equal(self) -> int:
@@ -267,7 +289,7 @@ def equality(model: Model, seed: int = 3) -> Equality:
                                  "kv_blocks": 14}),
     }
     solo: dict[tuple[int, int], list[int]] = {}
-    out = {}
+    out, diverged = {}, []
     for name, (reqs, settings) in cases.items():
         result = run(model, reqs, **settings)
         equal = total = 0
@@ -275,6 +297,15 @@ def equality(model: Model, seed: int = 3) -> Equality:
             want = solo.setdefault((id(reqs), s.request.id), solo_tokens(model, s.request))
             equal += sum(a == b for a, b in zip(s.tokens, want, strict=False))
             total += max(len(s.tokens), len(want))
+            first = next((i for i, (a, b) in enumerate(zip(s.tokens, want, strict=False)) if a != b), None)
+            if first is not None and s.request.sampling.greedy:
+                diverged.append(divergence(model, name, s.request, first, s.tokens[first], want))
         balanced = not result.pool.problems() and result.pool.used_blocks == 0
         out[name] = (equal, total, result.summary.preemptions, balanced)
-    return Equality(out)
+    return Equality(out, tuple(diverged))
+
+
+def divergence(model: Model, setting: str, r: Request, index: int, served: int, want: list[int]) -> Divergence:
+    """The solo run's logit margin at answer position ``index`` of request ``r``: its own token against ``served``."""
+    logits = prefill(model, [*r.prompt_ids, *want[:index]])[0][0].float()
+    return Divergence(setting, r.id, index, served, want[index], float(logits[want[index]] - logits[served]))
