@@ -1,7 +1,7 @@
 """Serving many users at once: continuous batching, a paged KV cache, chunked prefill and prefix caching.
 
 The two jobs and the KV cache of the engine, applied to what a server does when many people ask at once.
-Five modules, in reading order, then two that measure with them:
+Five modules, in reading order, then three that measure with them:
 
 - ``serve.requests``: ``Request``, ``request`` (one from text) and ``workload`` (Poisson arrivals, length ranges).
 - ``serve.blocks``: ``BlockPool``, the KV memory cut into blocks, a block table per request, shared prefixes.
@@ -10,6 +10,7 @@ Five modules, in reading order, then two that measure with them:
 - ``serve.report``: ``ServeResult``, ``Served``, ``Iteration`` and ``ServeSummary`` (TTFT/TPOT p50/p90/p99,
   throughput, KV blocks over time).
 - ``serve.compare``: each idea's runs with and without it, on the same requests (notebook 09 shows them).
+- ``serve.equality``: every policy and option against solo ``il.generate``, and any divergence's logit margin.
 - ``serve.bench``: the same runs scored against issue 31's targets (``python -m inferlab.tools.bench serve``).
 
 With greedy settings every request's tokens are those ``il.generate`` gives it alone (``tests/test_serve.py``),
