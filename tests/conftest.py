@@ -101,7 +101,7 @@ def _unit_order(item) -> tuple[int, int]:
 
 def pytest_collection_modifyitems(config, items):
     """Longest units first (the browser tests take about two minutes), so the workers finish together instead of
-    one waiting on a long file that started late. xdist keeps this order only with ``--no-loadscope-reorder``
-    (``tests/run.sh`` passes it): by default it sorts files by their number of tests, which sent the browser file,
-    nine tests, out last and left one worker running it alone for its last minute or so."""
+    one waiting on a long file that started late. Under xdist this order holds only with ``--no-loadscope-reorder``
+    (by default xdist sorts files by their number of tests, so the browser file goes last); ``tests/run.sh`` does not
+    pass it yet: see the note there."""
     items.sort(key=_unit_order)  # stable
