@@ -105,3 +105,14 @@ def pytest_collection_modifyitems(config, items):
     (by default xdist sorts files by their number of tests, so the browser file goes last); ``tests/run.sh`` does not
     pass it yet: see the note there."""
     items.sort(key=_unit_order)  # stable
+
+
+@pytest.fixture
+def zh():
+    """Chinese for one test, then whatever was chosen before (another test may rely on English)."""
+    from inferlab import i18n
+
+    before = i18n._chosen
+    i18n.set_language("zh")
+    yield
+    i18n._chosen = before

@@ -39,15 +39,6 @@ def chinese(text: str) -> str:
     return text
 
 
-@pytest.fixture
-def zh():
-    """Chinese for one test, then whatever was chosen before (another test may rely on English)."""
-    before = i18n._chosen
-    i18n.set_language("zh")
-    yield
-    i18n._chosen = before
-
-
 
 def comparison(cached_step: float, uncached_steps: tuple[float, ...]) -> CacheComparison:
     n = len(uncached_steps)

@@ -21,14 +21,6 @@ from inferlab.widgets import serve as ws
 n09 = narrate.n09
 
 
-@pytest.fixture
-def zh():
-    before = i18n._chosen
-    i18n.set_language("zh")
-    yield
-    i18n._chosen = before
-
-
 @pytest.fixture(scope="module")
 def served(model):
     """Six requests over 5 blocks of 16: some wait for blocks, none is preempted twice."""
