@@ -70,14 +70,14 @@ def watch_slow_cells(after_s: float = SLOW_S) -> bool:
     shell = get_ipython()
     if getattr(shell, "_inferlab_slow_cells", False):
         return True
+    import ipywidgets as w  # here, not in the thread: on a busy machine the import alone can take a second or more
+    from IPython.display import display
+
     state: dict = {}
 
     def tick(stop: threading.Event, started: float) -> None:
         if stop.wait(after_s):
             return
-        import ipywidgets as w
-        from IPython.display import display
-
         line = w.HTML(_slow_line(time.perf_counter() - started))
         display(line)
         while not stop.wait(1.0):
