@@ -46,7 +46,7 @@ def test_slow_cell_shows_a_counting_line_that_goes_when_it_ends():
         values = [m["content"]["data"]["state"].get("value", "") for m in slow if m["msg_type"] == "comm_msg"
                   and m["content"]["data"].get("method") == "update"]
         counted = [_seconds(v) for v in values if "still running" in v]
-        assert counted and max(counted) > first, (first, values)  # it counts (by how much depends on the machine's load)
+        assert counted and max(counted) > first, (first, values)  # it counts (how far depends on the load)
         assert "comm_close" in kinds, "the line must be closed when the cell ends"
         again = _run(client, "print(progress.watch_slow_cells(after_s=1.0))")  # a second call registers nothing
         assert sum(m["msg_type"] == "display_data" for m in _run(client, "time.sleep(1.5)")) == 1
