@@ -13,7 +13,7 @@ from html.parser import HTMLParser
 
 import nbformat
 import pytest
-from test_browser import _offline_page, browser  # noqa: F401  (browser is a fixture used below)
+from browser_support import offline_page
 
 from inferlab.tools import export_html
 from inferlab.tools.safe_html import clean_html, script_json
@@ -128,9 +128,9 @@ def test_clean_html_keeps_the_course_and_drops_the_rest():
 
 # --- the page in a browser, one claim each ---------------------------------------------------------------------
 
-def _open(browser, page_path):  # noqa: F811
+def _open(browser, page_path):
     blocked, errors = [], []
-    context, page = _offline_page(browser, page_path, blocked, errors)
+    context, page = offline_page(browser, page_path, blocked, errors)
     page.wait_for_load_state("load")
     return context, page, blocked, errors
 
@@ -139,7 +139,7 @@ def _ran(page) -> list[str]:
     return page.evaluate(f"() => {FLAGS!r}.filter(f => window[f] !== undefined)")
 
 
-def test_markdown_and_output_scripts_do_not_run(browser, tricks):  # noqa: F811
+def test_markdown_and_output_scripts_do_not_run(browser, tricks):
     context, page, _, errors = _open(browser, tricks)
     try:
         assert _ran(page) == [] and not errors
@@ -148,7 +148,7 @@ def test_markdown_and_output_scripts_do_not_run(browser, tricks):  # noqa: F811
         context.close()
 
 
-def test_event_handlers_do_not_run(browser, tricks):  # noqa: F811
+def test_event_handlers_do_not_run(browser, tricks):
     context, page, _, _ = _open(browser, tricks)
     try:
         page.hover("text=hover")
@@ -159,7 +159,7 @@ def test_event_handlers_do_not_run(browser, tricks):  # noqa: F811
         context.close()
 
 
-def test_javascript_links_do_nothing(browser, tricks):  # noqa: F811
+def test_javascript_links_do_nothing(browser, tricks):
     context, page, _, _ = _open(browser, tricks)
     try:
         for link in ("text=click me", "#jsa", "#entity"):
@@ -169,7 +169,7 @@ def test_javascript_links_do_nothing(browser, tricks):  # noqa: F811
         context.close()
 
 
-def test_a_figure_label_cannot_end_the_figures_script(browser, tricks):  # noqa: F811
+def test_a_figure_label_cannot_end_the_figures_script(browser, tricks):
     context, page, _, errors = _open(browser, tricks)
     try:
         page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
@@ -180,7 +180,7 @@ def test_a_figure_label_cannot_end_the_figures_script(browser, tricks):  # noqa:
         context.close()
 
 
-def test_nothing_is_loaded_from_a_network(browser, tricks):  # noqa: F811
+def test_nothing_is_loaded_from_a_network(browser, tricks):
     context, page, blocked, _ = _open(browser, tricks)
     try:
         page.wait_for_timeout(500)  # lazy images, frames and style sheets have had their chance
