@@ -112,6 +112,42 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
     assert not real, f"browser console errors: {real}"
 
 
+def test_jupyterlab_runs_the_serving_notebook(browser, lab):
+    """Notebook 09 as a learner meets it: every cell runs in JupyterLab (at the suite's scale), its figures are
+    drawn, no cell fails, and the SLO slider answers: moving it rewrites the sentence under it."""
+    base, token, _ = lab
+    name = "09_serving.ipynb"
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+    try:
+        run_all(page, name)
+        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
+        n_figures = page.locator(".js-plotly-plot").count()
+        assert n_figures >= 8, f"only {n_figures} plotly figures rendered"  # batch, 2 Gantt, blocks, load, gaps, 2 bars
+        failed = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
+        tracebacks = [t for t in failed.all_inner_texts() if re.search(r"Traceback|Error", t)]
+        assert not tracebacks, tracebacks
+        slider = page.locator(".inferlab-slo .noUi-handle").first
+        note = page.locator(".inferlab-slo-note").first
+        before = note.inner_text()
+        slider.scroll_into_view_if_needed()
+        slider.focus()
+        for _ in range(30):  # a hundred steps span the slider; continuous_update is off, so it redraws on release
+            page.keyboard.press("ArrowLeft")
+        page.wait_for_function("(b) => document.querySelector('.inferlab-slo-note').innerText !== b", arg=before,
+                               timeout=30_000)
+        page.screenshot(path=str(ARTIFACTS / "09_serving.png"), full_page=True)
+    except Exception:
+        page.screenshot(path=str(ARTIFACTS / "09_serving-failure.png"), full_page=True)
+        raise
+    finally:
+        context.close()
+    assert not errors, errors
+
+
 # ----------------------------------------------------------------------------- opening and saving changes nothing
 # Opening and saving a notebook in JupyterLab changes no byte of it (issue 29, item 3). JupyterLab rewrites a
 # notebook it opens when the stored kernelspec is not the kernel it starts, and saves numbers through JavaScript

@@ -1,6 +1,6 @@
 """The offline HTML edition's page fixes, without a browser: math as MathML, links to pages, widgets as static views.
 
-The browser test (tests/test_browser.py) checks the same on the real pages in Chromium with the network off.
+The browser tests (tests/test_browser_views.py) check the same on the real pages in Chromium with the network off.
 """
 
 from __future__ import annotations

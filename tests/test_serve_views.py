@@ -72,6 +72,8 @@ def test_load_curve_and_the_slo_slider():
     pts = points(0.2, 0.25, 0.9, 5.0)
     fig = vs.load_curve(pts, slo_s=1.0)
     assert list(fig.data[1].y) == pytest.approx([200, 250, 900, 5000]) and fig.layout.shapes[0].y0 == 1000
+    label = next(a for a in fig.layout.annotations if a.text == "SLO")  # on a log axis plotly puts it at 10**y
+    assert fig.layout.yaxis.type == "log" and 10**label.y == pytest.approx(1000)
     assert ws.best_within(pts, 1.0).rate == 4.0 and ws.best_within(pts, 0.1) is None
     view = ws.slo_picker(pts)
     slider, note = view.children[:2]

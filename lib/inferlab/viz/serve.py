@@ -115,7 +115,11 @@ def load_curve(points: Sequence, slo_s: float | None = None) -> go.Figure:
                                       tps=x, q=q, ms=y) for p, x, y in zip(points, xs, ys, strict=True)],
                         hoverinfo="text")
     if slo_s is not None:
-        fig.add_hline(y=slo_s * 1e3, line_dash="dash", line_color="black", annotation_text=tr("SLO"))
+        fig.add_hline(y=slo_s * 1e3, line_dash="dash", line_color="black")
+        # On a log axis plotly places a shape at the value but an annotation at 10**y (plotly.py #2580): the label
+        # takes log10, or "SLO 30 ms" sits at 10**30 ms and the axis stretches to reach it.
+        fig.add_annotation(y=math.log10(slo_s * 1e3), yref="y", x=1, xref="paper", xanchor="right",
+                           yanchor="bottom", text=tr("SLO"), showarrow=False)
     fig.update_yaxes(type="log")
     return base_layout(fig, tr("Latency against throughput as the arrival rate grows"),
                        x=tr("throughput (generated tokens/s)"), y=tr("time to first token (ms, log)"), height=400)

@@ -45,5 +45,6 @@ def slo_picker(points: Sequence) -> w.VBox:
 
     slider.observe(redraw, names="value")
     redraw()
-    return titled(w.VBox([slider, note, out]), tr("SLO slider ({n} arrival rates): run the cell to move it",
-                                                   n=len(points)))
+    note.add_class("inferlab-slo-note")
+    view = w.VBox([slider, note, out]).add_class("inferlab-slo")
+    return titled(view, tr("SLO slider ({n} arrival rates): run the cell to move it", n=len(points)))
