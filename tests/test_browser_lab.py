@@ -112,41 +112,33 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
     assert not real, f"browser console errors: {real}"
 
 
-def test_jupyterlab_runs_the_serving_notebook(browser, lab):
-    """Notebook 09 as a learner meets it: every cell runs in JupyterLab (at the suite's scale), its figures are
-    drawn, no cell fails, and the SLO slider answers: moving it rewrites the sentence under it."""
-    base, token, _ = lab
+def test_jupyterlab_opens_the_serving_notebook(browser, lab):
+    """Notebook 09 as stored, opened in JupyterLab: every stored figure is drawn (nbval runs its cells; its SLO slider
+    is moved in test_browser_views.py), and the page raises no error."""
+    base, token, served = lab
     name = "09_serving.ipynb"
+    cells = json.loads((served / name).read_text(encoding="utf-8"))["cells"]
+    stored = [i for i, c in enumerate(cells) if c["cell_type"] == "code"  # the cells that store a plotly figure
+              for o in c.get("outputs", []) if "application/vnd.plotly.v1+json" in o.get("data", {})]
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+    drawn = ("(i) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
+             " const c = w && w.content && w.content.widgets && w.content.widgets[i]; if (!c) return false;"
+             " c.node.scrollIntoView(); return !!c.node.querySelector('.js-plotly-plot .main-svg'); }")
     try:
-        run_all(page, name)
-        page.wait_for_selector(".js-plotly-plot .main-svg", timeout=60_000)
-        n_figures = page.locator(".js-plotly-plot").count()
-        assert n_figures >= 8, f"only {n_figures} plotly figures rendered"  # batch, 2 Gantt, blocks, load, gaps, 2 bars
-        failed = page.locator(".jp-OutputArea-output[data-mime-type='application/vnd.jupyter.stderr']")
-        tracebacks = [t for t in failed.all_inner_texts() if re.search(r"Traceback|Error", t)]
-        assert not tracebacks, tracebacks
-        slider = page.locator(".inferlab-slo .noUi-handle").first
-        note = page.locator(".inferlab-slo-note").first
-        before = note.inner_text()
-        slider.scroll_into_view_if_needed()
-        slider.focus()
-        for _ in range(30):  # a hundred steps span the slider; continuous_update is off, so it redraws on release
-            page.keyboard.press("ArrowLeft")
-        page.wait_for_function("(b) => document.querySelector('.inferlab-slo-note').innerText !== b", arg=before,
-                               timeout=30_000)
+        page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+        for i in stored:  # JupyterLab draws a cell when it scrolls into view
+            page.wait_for_function(drawn, arg=i, timeout=30_000)
         page.screenshot(path=str(ARTIFACTS / "09_serving.png"), full_page=True)
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "09_serving-failure.png"), full_page=True)
         raise
     finally:
         context.close()
-    assert not errors, errors
-
+    assert len(stored) >= 8 and not errors, (len(stored), errors)
 
 # ----------------------------------------------------------------------------- opening and saving changes nothing
 # Opening and saving a notebook in JupyterLab changes no byte of it (issue 29, item 3). JupyterLab rewrites a

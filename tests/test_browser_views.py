@@ -151,6 +151,11 @@ from inferlab import viz
 viz.setup_notebook()
 fig = viz.base_layout(go.Figure(go.Bar(x=["a", "b"], y=[1, 2])), {LONG_TITLE!r} + "<br><sub>and a second line</sub>")
 fig.update_layout(width=600)"""
+# Notebook 09's SLO slider over a latency-throughput curve measured here, small (three arrival rates).
+SLO_CELL = """from inferlab.serve import compare
+from inferlab.widgets import serve as ws
+sizes = compare.BenchSizes(max_batch=2, requests=4, prompt_tokens=(4, 8), new_tokens=(2, 6))
+ws.slo_picker(compare.load_sweep(m, [2.0, 20.0, 200.0], sizes))"""
 # More new tokens than the stream box shows at once: the box must scroll, not cover its own buttons.
 STREAM_CELL = """from inferlab.widgets.streaming import streaming_view
 streaming_view(m, "To be, or not to be,", max_new_tokens=480, stop_at_eos=False)"""
@@ -159,14 +164,16 @@ streaming_view(m, "To be, or not to be,", max_new_tokens=480, stop_at_eos=False)
 @pytest.fixture(scope="module")
 def views_page(browser, lab):
     """One scratch notebook, run once in JupyterLab for the tests below (one kernel, not one each): notebook
-    03's lines view and ablation view, notebook 00's self-check, and 00's streaming view with a long answer."""
+    03's lines view and ablation view, notebook 00's self-check, 00's streaming view with a long answer, 09's SLO
+    slider."""
     import nbformat
 
     base, token, served = lab
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(VIEWS_03_CELL),
                                          nbformat.v4.new_code_cell(SELF_CHECK_CELL),
                                          nbformat.v4.new_code_cell(STREAM_CELL),
-                                         nbformat.v4.new_code_cell(TITLE_CELL)])
+                                         nbformat.v4.new_code_cell(TITLE_CELL),
+                                         nbformat.v4.new_code_cell(SLO_CELL)])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nbformat.write(nb, served / "zz_views.ipynb")
     context = browser.new_context(viewport={"width": 1280, "height": 1000})
@@ -308,3 +315,20 @@ def test_a_long_title_stays_clear_of_plotlys_toolbar(views_page):
     page.wait_for_timeout(500)
     covered = page.evaluate(TITLE_UNDER_TOOLBAR_JS)
     assert not covered, f"plotly's toolbar covers these titles: {covered}"
+
+
+def test_the_slo_slider_answers_in_jupyterlab(views_page):
+    """Notebook 09's SLO slider, live: moving it rewrites the sentence under it (which rate the SLO allows)."""
+    page = views_page
+    with failure_shot(page, "slo_slider"):
+        slider = page.locator(".inferlab-slo .noUi-handle").first
+        slider.wait_for(timeout=60_000)
+        before = page.locator(".inferlab-slo-note").first.inner_text()
+        slider.scroll_into_view_if_needed()
+        slider.focus()
+        for _ in range(40):  # a hundred steps span the slider's range
+            page.keyboard.press("ArrowLeft")
+        page.wait_for_function("(b) => document.querySelector('.inferlab-slo-note').innerText !== b", arg=before,
+                               timeout=30_000)
+        assert "ms" in page.locator(".inferlab-slo-note").first.inner_text()
+        page.locator(".inferlab-slo").first.screenshot(path=str(ARTIFACTS / "slo_slider.png"))
