@@ -101,10 +101,10 @@ def _unit_order(item) -> tuple[int, int]:
 
 
 def pytest_collection_modifyitems(config, items):
-    """Longest units first (the browser tests take about two minutes), so the workers finish together instead of
+    """Longest units first (each browser file takes about two minutes), so the workers finish together instead of
     one waiting on a long file that started late. Under xdist this order holds only with ``--no-loadscope-reorder``
-    (by default xdist sorts files by their number of tests, so the browser file goes last); ``tests/run.sh`` does not
-    pass it yet: see the note there."""
+    (by default xdist sorts files by their number of tests, so the two browser files go last, one per worker);
+    ``tests/run.sh`` does not pass it yet: see the note there."""
     items.sort(key=_unit_order)  # stable
 
 

@@ -23,9 +23,10 @@ python -m inferlab.tools.notebook_tools check
 # the cores as torch threads. Threads must not outnumber cores: two workers of two threads each on 2 cores made the
 # timing cells 4x slower; two workers of one thread each took the suite from 16 to 10 minutes. A notebook (its
 # cells share one kernel) or a test file stays on one worker; notebooks are collected first so the long ones start
-# early. xdist itself sorts files by their number of tests, which puts the browser file last; --no-loadscope-reorder
-# would keep the conftest's order (browser first, about 30 s sooner here) but then the JupyterLab save test ran beside
-# the heaviest notebooks and found the tidied notebook marked edited in 2 of 4 runs (it passes alone), so not yet.
+# early. xdist itself sorts files by their number of tests, which puts the two browser files (a few tests each, about
+# two minutes each) last, one per worker, where they end together; --no-loadscope-reorder would keep the conftest's
+# order (browser first), but then the JupyterLab save test ran beside the heaviest notebooks and found the tidied
+# notebook marked edited in 2 of 4 runs (it passes alone), so not yet.
 # Only the timing cells' numbers change with the thread count, and no test reads them.
 cores=$(python -c "import os; print(len(os.sched_getaffinity(0)))")
 workers=${INFERLAB_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
