@@ -184,18 +184,33 @@ def test_static_waits_for_the_batch_and_continuous_refills_a_slot(model, reqs):
 
 
 def test_static_keeps_computing_the_rows_of_finished_requests(model, reqs, monkeypatch):
-    """As generate() on a padded batch: until the batch's longest answer is done, a finished request's row still runs
-    (a padding row); continuous batching refills the slot instead, and a batch running full is never padded."""
-    rows = []
+    """As generate() on a padded batch: its prompts are read as long as the longest, and until the batch's longest
+    answer is done a finished request's row still runs (a padding row); continuous batching refills the slot instead,
+    and a batch running full is never padded."""
+    rows, pads = [], []
     real = PagedKV.forward
-    monkeypatch.setattr(PagedKV, "forward", lambda self, segs: rows.append(len(segs)) or real(self, segs))
+
+    def forward(self, segs):  # rows: single positions and the requests' own segments; pads: prompt padding
+        scratch = [len(s.tokens) > 1 and s.table[0] >= self.num_blocks for s in segs]
+        rows.append(scratch.count(False))
+        pads.append(sum(len(s.tokens) for s, x in zip(segs, scratch, strict=True) if x))
+        return real(self, segs)
+
+    monkeypatch.setattr(PagedKV, "forward", forward)
     static = run(model, reqs, policy="static", max_batch=3)
     assert [len(it.requests) + it.padding_rows for it in static.iterations] == rows
+    assert [it.padding_tokens for it in static.iterations] == pads
     assert any(it.padding_rows for it in static.iterations)
+    for it in static.iterations:  # a batch's first forward reads every prompt as long as its longest, as padded
+        if it.prefill_tokens:
+            longest = max(len(r.prompt_ids) for r in reqs if r.id in it.requests)
+            assert it.prefill_tokens + it.padding_tokens == longest * len(it.requests), it
+    assert any(pads) and not any(it.padding_tokens for it in static.iterations if not it.prefill_tokens)
     for a, b in itertools.pairwise(static.iterations):  # a batch's rows never shrink until it is done
         if set(b.requests) <= set(a.requests):
             assert len(b.requests) + b.padding_rows == len(a.requests) + a.padding_rows
-    assert not any(it.padding_rows for it in run(model, reqs, policy="continuous", max_batch=3).iterations)
+    continuous = run(model, reqs, policy="continuous", max_batch=3).iterations
+    assert not any(it.padding_rows or it.padding_tokens for it in continuous)
 
 
 def test_times_and_summary(model):

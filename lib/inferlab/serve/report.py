@@ -71,6 +71,7 @@ class Iteration:
     used_blocks: int
     preempted: tuple[int, ...]  # ids whose blocks were taken back before this forward
     padding_rows: int = 0  # static batching: rows of finished requests still computed, as a padded generate() does
+    padding_tokens: int = 0  # static batching, a batch's first forward: pad tokens making its prompts equally long
 
     def __repr__(self) -> str:
         return tr("Iteration(#{index}: {n} requests, {prefill} prefill + {decode} decode tokens, {blocks} KV blocks in "

@@ -10,13 +10,13 @@
         one batched forward over all of them (serve.paged); sample; emit
         a request that is done gives its blocks back
 
-Two policies. ``"continuous"`` (Orca, OSDI 2022: iteration-level scheduling) admits at every iteration,
-so a finished request's slot is refilled at once. ``"static"`` admits only when the batch is empty and
-runs it to completion, as ``generate()`` on a padded batch does: the row of a short answer that is done keeps
-being computed (a padding row, its tokens thrown away) until the longest is done, so its slot costs a row of
-every product and serves no one. ``prefill_chunk`` (Sarathi-Serve, OSDI 2024) caps the prompt tokens of one
-iteration, so a long prompt is read over several iterations while the others keep decoding; ``prefix_cache``
-shares the full blocks of a common prompt opening (``serve.blocks``).
+Two policies. ``"continuous"`` (Orca, OSDI 2022: iteration-level scheduling) admits at every iteration, so a
+finished request's slot is refilled at once. ``"static"`` admits only when the batch is empty and runs it to
+completion, as ``generate()`` on a padded batch does: every prompt of the batch is read as long as its longest (pad
+tokens before the shorter ones), and the row of a short answer that is done keeps being computed (a padding row, its
+tokens thrown away) until the longest is done, so its slot costs a row of every product and serves no one.
+``prefill_chunk`` (Sarathi-Serve, OSDI 2024) caps the prompt tokens of one iteration, so a long prompt is read over
+several iterations while the others keep decoding; ``prefix_cache`` shares the full blocks of a common prompt opening.
 """
 
 from __future__ import annotations
@@ -185,6 +185,7 @@ class Scheduler:
             if not self.waiting and not self.running:
                 time.sleep(max(0.0, pending[0].arrival - now))  # nobody to serve until the next arrival
                 continue
+            starting = self.config.policy == "static" and not self.running  # a static batch's first forward
             planned, preempted = self.schedule()
             if not planned:  # everything waits for blocks: cannot happen while one request fits the pool
                 raise RuntimeError("no request could be scheduled; kv_blocks is too small for any waiting request")
@@ -192,7 +193,9 @@ class Scheduler:
                                 tuple(self.pool.tables[lv.id]), lv.computed + n == len(lv.tokens))
                         for lv, n in planned]
             padding = self._padding_rows()
-            logits = self.kv.forward(segments + [self.kv.padding(eos)] * padding)  # [requests at their end, vocab]
+            pads = self._prompt_padding(planned) if starting else []
+            pad_rows = [self.kv.padding(eos)] * padding + [self.kv.padding(eos, n) for n in pads]
+            logits = self.kv.forward(segments + pad_rows)  # [requests at their end, vocab]
             emitting = [lv for (lv, _), s in zip(planned, segments, strict=True) if s.logits]
             chosen = self._choose(logits, emitting)
             t_end = clock(device) - t0  # the new ids are on the host now
@@ -200,7 +203,7 @@ class Scheduler:
                 len(iterations), now, t_end, sum(n for _, n in planned if n > 1),
                 sum(1 for _, n in planned if n == 1), tuple(lv.id for lv, _ in planned),
                 tuple((rid, tuple(t)) for rid, t in self.pool.tables.items()), self.pool.used_blocks,
-                tuple(preempted), padding))
+                tuple(preempted), padding, sum(pads)))
             for lv, n in planned:
                 lv.computed += n
                 self.pool.remember(lv.id, lv.tokens, lv.computed)
@@ -222,6 +225,14 @@ class Scheduler:
             return 0
         self.batch_rows = max(self.batch_rows, len(self.running)) if self.running else 0
         return self.batch_rows - len(self.running)
+
+    def _prompt_padding(self, planned: list[tuple[_Live, int]]) -> list[int]:
+        """Static batching: the pad tokens a padded ``generate()`` puts before each shorter prompt of the batch it
+        starts, every row as long as the longest (none with ``prefill_chunk``: a padded batch reads prompts whole)."""
+        if self.config.prefill_chunk or not planned:
+            return []
+        longest = max(n for _, n in planned)
+        return [longest - n for _, n in planned if n < longest]
 
     def _choose(self, logits: torch.Tensor, emitting: list[_Live]) -> list[int]:
         """Each request's next token: greedy rows in one argmax, sampled rows with their own seeded generator."""
