@@ -192,6 +192,9 @@ def test_static_keeps_computing_the_rows_of_finished_requests(model, reqs, monke
 
     def forward(self, segs):  # rows: single positions and the requests' own segments; pads: prompt padding
         scratch = [len(s.tokens) > 1 and s.table[0] >= self.num_blocks for s in segs]
+        own = [s for s in segs if s.table[0] < self.num_blocks]
+        for s in segs:  # a finished request's row still attends over the batch's whole length, as in generate()
+            assert s.table[0] < self.num_blocks or len(s.tokens) > 1 or s.start == max(r.start for r in own)
         rows.append(scratch.count(False))
         pads.append(sum(len(s.tokens) for s, x in zip(segs, scratch, strict=True) if x))
         return real(self, segs)

@@ -192,9 +192,9 @@ class Scheduler:
             segments = [Segment(tuple(lv.tokens[lv.computed:lv.computed + n]), lv.computed,
                                 tuple(self.pool.tables[lv.id]), lv.computed + n == len(lv.tokens))
                         for lv, n in planned]
-            padding = self._padding_rows()
-            pads = self._prompt_padding(planned) if starting else []
-            pad_rows = [self.kv.padding(eos)] * padding + [self.kv.padding(eos, n) for n in pads]
+            padding, pads = self._padding_rows(), (self._prompt_padding(planned) if starting else [])
+            length = max(lv.computed for lv, _ in planned)  # a padded batch's rows all reach the longest's position
+            pad_rows = [self.kv.padding(eos, start=length)] * padding + [self.kv.padding(eos, n) for n in pads]
             logits = self.kv.forward(segments + pad_rows)  # [requests at their end, vocab]
             emitting = [lv for (lv, _), s in zip(planned, segments, strict=True) if s.logits]
             chosen = self._choose(logits, emitting)
