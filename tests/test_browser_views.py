@@ -72,9 +72,11 @@ def test_offline_html_math_links_and_widgets(browser, site, tmp_path):
     blocked, errors, broken, raw, notes = [], [], [], [], {}
     ids: dict[str, set[str]] = {}
     links: list[tuple[str, str]] = []
-    for path in sorted(out.rglob("*.html")):
+    pages = sorted(out.rglob("*.html"))
+    context, page = offline_page(browser, pages[0], blocked, errors)  # one tab, offline, visits every page
+    for path in pages:
         name = path.relative_to(out).as_posix()  # e.g. "zh/01_tokens.html"
-        context, page = offline_page(browser, path, blocked, errors)
+        page.goto(path.as_uri())
         page.wait_for_load_state("load")
         prose = page.evaluate("() => [...document.querySelectorAll('.jp-MarkdownOutput, .jp-RenderedMarkdown')]"
                               ".map(e => e.innerText).join('\\n')")
@@ -99,7 +101,7 @@ def test_offline_html_math_links_and_widgets(browser, site, tmp_path):
             assert page.locator("a[href='../index.html']").count() == 1
         if name == "index.html":
             assert page.locator("a[href='zh/index.html']").count() == 1
-        context.close()
+    context.close()
     for page_name, href in links:
         target, _, anchor = href.partition("#")
         target_file = (out / page_name).parent / target if target else out / page_name
