@@ -11,6 +11,7 @@ import json
 import posixpath
 import re
 import shutil
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -169,8 +170,12 @@ def _open_and_save(browser, lab, name: str, wait_for_edit: bool = False) -> bool
             except Exception:
                 pass
         edited = page.evaluate(dirty)
+        path, written = lab[2] / name, (lab[2] / name).stat().st_mtime_ns
         page.keyboard.press("Control+s")
-        page.wait_for_timeout(2000)
+        deadline = time.monotonic() + 30
+        while path.stat().st_mtime_ns == written and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert path.stat().st_mtime_ns != written, f"JupyterLab did not save {name}"  # else "unchanged" proves nothing
         return edited
     finally:
         page.close()
