@@ -36,8 +36,6 @@ HOW = ("Install Debian's Chromium (`sudo apt-get install chromium`) and `pip ins
        "then run `pytest tests/test_browser_lab.py tests/test_browser_views.py`.")
 
 
-
-
 @contextlib.contextmanager
 def failure_shot(page, name: str):
     """On a failure inside, a full-page screenshot ``<name>-failure.png`` for CI's artifacts; the error goes on."""

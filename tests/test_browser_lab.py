@@ -1,8 +1,8 @@
 """The course in a real JupyterLab, in a real (headless) Chromium, started the README's way.
 
 Notebook 00 runs in both editions, its links resolve, its slider works, nothing is cut at a laptop's width and the
-Chinese edition's labels are drawn as characters; a notebook tidied by ``notebook_tools`` survives opening and
-saving byte for byte. Shared fixtures and helpers: ``browser_support.py``.
+Chinese edition's labels are drawn as characters; notebook 09 opens with every stored figure drawn; a notebook tidied
+by ``notebook_tools`` survives opening and saving byte for byte. Shared fixtures and helpers: ``browser_support.py``.
 """
 
 from __future__ import annotations
