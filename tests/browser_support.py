@@ -92,6 +92,10 @@ def lab(tmp_path_factory):
     root = tmp_path_factory.mktemp("lab")
     shutil.copytree(ROOT / "notebooks", root / "notebooks")
     port, token = free_port(), "inferlab-test"
+    # No "get Jupyter news?" toast over the screenshots, and no request for news or updates from the test's JupyterLab
+    settings = root / "cfg" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
+    settings.mkdir(parents=True)
+    (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "INFERLAB_MODEL": "bundled", "JUPYTER_CONFIG_DIR": str(root / "cfg"),
            "JUPYTER_RUNTIME_DIR": str(root / "runtime")}
     log = open(root / "lab.log", "w")  # noqa: SIM115 - closed in the finally below
