@@ -153,6 +153,24 @@ KERNEL_READY = """() => { const w = window.jupyterapp && window.jupyterapp.shell
     return !!k && k.connectionStatus === 'connected' && k.status === 'idle'; }"""
 
 
+def _saved(path: Path, before_ns: int, timeout_s: float = 30) -> bool:
+    """Wait until the server has written ``path`` anew (its mtime moved past ``before_ns``) and finished: the server
+    writes in place (a backup first, then the bytes), so the file can be empty for a moment; done is whole JSON whose
+    mtime holds still for 0.3 s."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        stamp = path.stat().st_mtime_ns
+        if stamp != before_ns:
+            time.sleep(0.3)
+            try:
+                if path.stat().st_mtime_ns == stamp and json.loads(path.read_bytes()):
+                    return True
+            except ValueError:
+                pass
+        time.sleep(0.1)
+    return False
+
+
 def _open_and_save(browser, lab, name: str, wait_for_edit: bool = False) -> bool:
     """Open ``name`` (in the served notebooks/) in JupyterLab, wait for its kernel; True if JupyterLab marked it edited.
     Then save."""
@@ -172,10 +190,7 @@ def _open_and_save(browser, lab, name: str, wait_for_edit: bool = False) -> bool
         edited = page.evaluate(dirty)
         path, written = lab[2] / name, (lab[2] / name).stat().st_mtime_ns
         page.keyboard.press("Control+s")
-        deadline = time.monotonic() + 30
-        while path.stat().st_mtime_ns == written and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert path.stat().st_mtime_ns != written, f"JupyterLab did not save {name}"  # else "unchanged" proves nothing
+        assert _saved(path, written), f"JupyterLab did not save {name}"  # else "unchanged" would prove nothing
         return edited
     finally:
         page.close()
