@@ -108,12 +108,25 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=_unit_order)  # stable
 
 
-@pytest.fixture
-def zh():
-    """Chinese for one test, then whatever was chosen before (another test may rely on English)."""
+def _speaking(lang: str):
+    """``lang`` for one test, then whatever was chosen before (another test may rely on the other language)."""
     from inferlab import i18n
 
     before = i18n._chosen
-    i18n.set_language("zh")
-    yield
-    i18n._chosen = before
+    i18n.set_language(lang)
+    try:
+        yield
+    finally:
+        i18n._chosen = before
+
+
+@pytest.fixture
+def zh():
+    """Chinese for one test."""
+    yield from _speaking("zh")
+
+
+@pytest.fixture
+def english():
+    """English for one test."""
+    yield from _speaking("en")

@@ -18,14 +18,6 @@ from inferlab.generation import TextAssembler, TokenEvent
 from inferlab.narrate import n01
 
 
-@pytest.fixture
-def english():
-    before = i18n._chosen
-    i18n.set_language("en")
-    yield
-    i18n._chosen = before
-
-
 def _events(tokenizer, ids, *, final_at_end=True):
     """TokenEvents as il.stream makes them: the text each token makes safe to show (TextAssembler)."""
     text = TextAssembler(tokenizer)
