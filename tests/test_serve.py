@@ -245,6 +245,21 @@ def test_the_models_own_weights_give_the_same_tokens(model, reqs, solo_tokens):
     assert kv.weights == "model" and kv.packed is None
 
 
+def test_padding_rows_use_scratch_reserved_before_the_clock(model, reqs, monkeypatch):
+    """Static batching's padding rows read scratch blocks reserved once, before the timed loop: growing them there
+    would copy the whole pool (every layer's keys and values) inside the measured run."""
+    kv = PagedKV(model, 2, 16)
+    with pytest.raises(RuntimeError, match="reserve_padding"):
+        kv.padding(0, start=40)
+    kv.reserve_padding(41)
+    assert kv.padding(0, start=40).table == (2, 3, 4) and kv.k[0].shape[0] == (2 + 3) * 16
+    grown = []
+    real = PagedKV.reserve_padding
+    monkeypatch.setattr(PagedKV, "reserve_padding", lambda self, n: grown.append(n) or real(self, n))
+    run(model, reqs, policy="static", max_batch=3)
+    assert grown == [max(len(r.prompt_ids) + r.max_new_tokens for r in reqs)]  # once, for the longest request
+
+
 def test_auto_packs_the_weights_only_where_onednn_can(model):
     assert PagedKV(model, 2, 16).weights == ("packed" if onednn_packing() else "model")
     elsewhere = torch.empty(2, 2, device="meta")  # not a CPU tensor: nothing to pack for oneDNN

@@ -80,18 +80,25 @@ class PagedKV:
         """Bytes of every block's keys and values (allocated once, used or not)."""
         return sum(t.numel() * t.element_size() for t in [*self.k, *self.v])
 
-    def padding(self, token: int, n: int = 1, start: int = 0) -> Segment:
-        """``n`` positions from ``start`` that compute like a request's and serve no one, as in a padded batch:
-        ``n=1`` a finished request's row in a decode step (``generate()`` keeps running it, attending over the
-        batch's whole length ``start``, until the longest answer is done), ``n > 1`` the pad tokens that make a
-        short prompt as long as the batch's longest. It reads and writes only the scratch blocks past the pool's,
-        which no request holds (grown here when ``start + n`` positions need more of them)."""
-        blocks = -(-(start + n) // self.block_size)
+    def reserve_padding(self, positions: int) -> None:
+        """Room for padding rows up to ``positions`` long: scratch blocks past the pool's, which no request holds.
+        Grows every layer's keys and values (a copy of the whole pool), so call it before the clock starts."""
+        blocks = -(-positions // self.block_size)
         have = self.k[0].shape[0] // self.block_size - self.num_blocks
         if blocks > have:
             extra = (blocks - have) * self.block_size
             self.k = [torch.cat([t, t.new_zeros((extra, *t.shape[1:]))]) for t in self.k]
             self.v = [torch.cat([t, t.new_zeros((extra, *t.shape[1:]))]) for t in self.v]
+
+    def padding(self, token: int, n: int = 1, start: int = 0) -> Segment:
+        """``n`` positions from ``start`` that compute like a request's and serve no one, as in a padded batch:
+        ``n=1`` a finished request's row in a decode step (``generate()`` keeps running it, attending over the
+        batch's whole length ``start``, until the longest answer is done), ``n > 1`` the pad tokens that make a
+        short prompt as long as the batch's longest. It reads and writes only the scratch blocks
+        (``reserve_padding`` first: this never grows them, which would copy the pool inside a timed run)."""
+        blocks = -(-(start + n) // self.block_size)
+        if (self.num_blocks + blocks) * self.block_size > self.k[0].shape[0]:
+            raise RuntimeError(f"padding of {start + n} positions: call reserve_padding({start + n}) first")
         return Segment((token,) * n, start, tuple(range(self.num_blocks, self.num_blocks + blocks)), False)
 
     def slots(self, table: tuple[int, ...], start: int, stop: int) -> list[int]:

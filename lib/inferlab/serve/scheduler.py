@@ -176,6 +176,8 @@ class Scheduler:
         pending = deque(sorted(requests, key=lambda r: (r.arrival, r.id)))  # not arrived yet
         done: dict[int, _Live] = {}
         iterations: list[Iteration] = []
+        if self.config.policy == "static":  # its padding rows reach the longest request's last position
+            self.kv.reserve_padding(max(len(r.prompt_ids) + r.max_new_tokens for r in requests))
         t0 = clock(device)
         while pending or self.waiting or self.running:
             now = clock(device) - t0
@@ -193,8 +195,8 @@ class Scheduler:
                                 tuple(self.pool.tables[lv.id]), lv.computed + n == len(lv.tokens))
                         for lv, n in planned]
             padding, pads = self._padding_rows(), (self._prompt_padding(planned) if starting else [])
-            length = max(lv.computed for lv, _ in planned)  # a padded batch's rows all reach the longest's position
-            pad_rows = [self.kv.padding(eos, start=length)] * padding + [self.kv.padding(eos, n) for n in pads]
+            pad_rows = [self.kv.padding(eos, n) for n in pads]  # and finished rows, at the batch's longest position:
+            pad_rows += [self.kv.padding(eos, start=max(lv.computed for lv, _ in planned))] * padding if padding else []
             logits = self.kv.forward(segments + pad_rows)  # [requests at their end, vocab]
             emitting = [lv for (lv, _), s in zip(planned, segments, strict=True) if s.logits]
             chosen = self._choose(logits, emitting)
@@ -229,10 +231,8 @@ class Scheduler:
     def _prompt_padding(self, planned: list[tuple[_Live, int]]) -> list[int]:
         """Static batching: the pad tokens a padded ``generate()`` puts before each shorter prompt of the batch it
         starts, every row as long as the longest (none with ``prefill_chunk``: a padded batch reads prompts whole)."""
-        if self.config.prefill_chunk or not planned:
-            return []
-        longest = max(n for _, n in planned)
-        return [longest - n for _, n in planned if n < longest]
+        longest = max(n for _, n in planned)  # (planned is never empty: serve raises first)
+        return [] if self.config.prefill_chunk else [longest - n for _, n in planned if n < longest]
 
     def _choose(self, logits: torch.Tensor, emitting: list[_Live]) -> list[int]:
         """Each request's next token: greedy rows in one argmax, sampled rows with their own seeded generator."""
