@@ -144,3 +144,14 @@ def test_each_finding_has_two_outcomes_in_both_languages(name, zh):
     yes, no = BRANCH[name]
     assert yes in holds and no not in holds, holds
     assert no in not_held and yes not in not_held, not_held
+
+
+def test_the_tpot_sentence_follows_the_numbers(zh):
+    """Continuous batching's TPOT is called higher only where it was (a stored zh run had it lower, prose: higher)."""
+    static, lower = summary(20, 3, 9, tpot=0.025), summary(35, 0.3, 2, tpot=0.022)
+    higher = summary(35, 0.3, 2, tpot=0.03)
+    chinese(n09.static_vs_continuous(static, lower))
+    chinese(n09.static_vs_continuous(static, higher))
+    i18n.set_language("en")
+    assert "no higher" in n09.static_vs_continuous(static, lower)
+    assert "a little higher" in n09.static_vs_continuous(static, higher)

@@ -37,10 +37,15 @@ def static_vs_continuous(static, continuous) -> str:
               s=static.tokens_per_s, c=continuous.tokens_per_s, x=x, ts=ms(static.ttft.p50),
               tc=ms(continuous.ttft.p50), ts99=ms(static.ttft.p99), tc99=ms(continuous.ttft.p99))
     if x >= 1.2:
-        return text + tr("A static batch holds its slots until its longest answer ends, and a new request waits for "
-                         "the whole batch; continuous batching refills a slot the moment it frees. Its TPOT can be "
-                         "a little higher (p50 {tpc} against {tps}): each step also runs the newcomers' prefills.",
-                         tpc=ms(continuous.tpot.p50), tps=ms(static.tpot.p50))
+        text += tr("A static batch holds its slots until its longest answer ends, and a new request waits for "
+                   "the whole batch; continuous batching refills a slot the moment it frees. ")
+        tpc, tps = continuous.tpot.p50, static.tpot.p50
+        if tpc > 1.05 * tps:
+            return text + tr("Its TPOT is a little higher (p50 {tpc} against {tps}): each step also runs the "
+                             "newcomers' prefills.", tpc=ms(tpc), tps=ms(tps))
+        return text + tr("Its TPOT is no higher here (p50 {tpc} against {tps}): the newcomers' prefills it runs beside "
+                         "the decodes are short, and a static batch's finished rows still cost each of its steps.",
+                         tpc=ms(tpc), tps=ms(tps))
     return text + tr("Continuous batching gained little on this run. An idle slot costs little where a step's time "
                      "grows almost as fast as the requests in it (section 1 measured how fast it grew here: on a "
                      "CPU's few cores a decode step soon becomes arithmetic), and static batches waste few slots when "
