@@ -98,8 +98,10 @@ def chunks(whole_p99: float, chunked_p99: float, ttft_whole: float, ttft_chunked
     text = tr("While a {n}-token prompt was read, the requests already decoding waited up to {w} between two tokens "
               "(p99) when it was read whole, and {c} when it was read in chunks of {k} (**{x:.2f}x**). ", n=long_prompt,
               w=ms(whole_p99), c=ms(chunked_p99), k=chunk, x=chunked_p99 / whole_p99)
-    cost = tr("The long prompt paid for it: its TTFT went from {a} to {b}, since its prefill now shares several steps "
-              "with the others' decodes.", a=ms(ttft_whole), b=ms(ttft_chunked))
+    cost = (tr("The long prompt paid for it: its TTFT went from {a} to {b}, since its prefill now shares several "
+               "steps with the others' decodes.", a=ms(ttft_whole), b=ms(ttft_chunked)) if ttft_chunked > ttft_whole
+            else tr("The long prompt lost nothing on this run (TTFT {a} whole, {b} in chunks): the decodes beside its "
+                    "chunks are short.", a=ms(ttft_whole), b=ms(ttft_chunked)))
     if chunked_p99 <= 0.7 * whole_p99:
         return text + tr("A whole prompt is one long step that every running request waits through; chunks cap "
                          "each step's prompt tokens, so decodes keep their pace. ") + cost
