@@ -22,6 +22,7 @@ import pytest
 import torch
 from browser_support import browser, lab  # noqa: F401  (browser tests: one of each per file)
 from jupyter_client.manager import KernelManager
+from kernel_zygote import ForkedKernel, Zygote
 
 import inferlab as il
 
@@ -41,6 +42,18 @@ class IpcKernelManager(KernelManager):
 
     def __init__(self, **kwargs):
         super().__init__(transport="ipc", ip=os.path.join(self._folder, f"k{next(self._numbers)}"), **kwargs)
+
+    async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
+        """A fork of this worker's zygote (``kernel_zygote.py``: torch, transformers and plotly already imported)
+        where it can serve this kernel; otherwise the normal launch."""
+        pid = Zygote.fork(kernel_cmd, dict(kw.get("env") or os.environ), str(kw.get("cwd") or os.getcwd()))
+        if pid is None:
+            return await super()._async_launch_kernel(kernel_cmd, **kw)
+        provisioner = self.provisioner
+        provisioner.process = ForkedKernel(pid)
+        provisioner.pid = provisioner.pgid = pid  # the kernel leads its own process group, as a launched one does
+        provisioner.cwd = kw.get("cwd") or os.getcwd()
+        self._reconcile_connection_info(provisioner.connection_info)
 
 
 nbval.kernel.KernelManager = IpcKernelManager  # nbval has no setting for it; start_new_kernel reads this name
