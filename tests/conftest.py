@@ -99,26 +99,31 @@ def own_choice_cache(tmp_path_factory):
         yield
 
 
-def _unit_order(item) -> tuple[int, int]:
-    """Where an item's file goes in the run: the browser tests, then the notebooks from the longest (08) down, then
-    the other tests (a file's items keep their order; each file stays on one worker). The Chinese 08 goes last of
-    the notebooks: it compiles the same decode step as the English one, and by then it finds that compiled in
-    PyTorch's on-disk cache instead of compiling it again on the other worker at the same moment."""
+def _unit_order(item, tests_in: dict[str, int]) -> tuple[int, int]:
+    """Where an item's file goes in the run: the notebooks from the longest (08) down, then the two browser files
+    (about 80 s each, one per worker), then the other test files, those with the most tests first; the short files
+    at the end fill in so that the workers finish together. A file's items keep their order; each file stays on one
+    worker (``tests/run.sh`` passes ``--no-loadscope-reorder`` so that xdist keeps this order). The Chinese 08 goes
+    last of the notebooks: it compiles the same decode step as the English one, and by then it finds that compiled
+    in PyTorch's on-disk cache instead of compiling it again on the other worker at the same moment."""
     file = item.nodeid.split("::", 1)[0]
-    if Path(file).name.startswith("test_browser_"):
-        return 0, 0
     number = Path(file).name[:2]
     if file == "notebooks/zh/08_making_it_faster.ipynb":
-        return 1, 1
-    return (1, -int(number)) if file.endswith(".ipynb") and number.isdigit() else (2, 0)
+        return 0, 1
+    if file.endswith(".ipynb") and number.isdigit():
+        return 0, -int(number)
+    if Path(file).name.startswith("test_browser_"):
+        return 1, 0
+    return 2, -tests_in[file]
 
 
 def pytest_collection_modifyitems(config, items):
-    """Longest units first (each browser file takes about two minutes), so the workers finish together instead of
-    one waiting on a long file that started late. Under xdist this order holds only with ``--no-loadscope-reorder``
-    (by default xdist sorts files by their number of tests, so the two browser files go last, one per worker);
-    ``tests/run.sh`` does not pass it yet: see the note there."""
-    items.sort(key=_unit_order)  # stable
+    """Longest units first, short ones last (see ``_unit_order``)."""
+    tests_in: dict[str, int] = {}
+    for item in items:
+        file = item.nodeid.split("::", 1)[0]
+        tests_in[file] = tests_in.get(file, 0) + 1
+    items.sort(key=lambda item: _unit_order(item, tests_in))  # stable
 
 
 def _speaking(lang: str):

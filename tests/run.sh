@@ -22,11 +22,10 @@ python -m inferlab.tools.notebook_tools check
 # Workers: one per core, at most 4 (INFERLAB_TEST_WORKERS=N overrides; 0 = one process), each with its share of
 # the cores as torch threads. Threads must not outnumber cores: two workers of two threads each on 2 cores made the
 # timing cells 4x slower; two workers of one thread each took the suite from 16 to 10 minutes. A notebook (its
-# cells share one kernel) or a test file stays on one worker; notebooks are collected first so the long ones start
-# early. xdist itself sorts files by their number of tests, which puts the two browser files (a few tests each, about
-# two minutes each) last, one per worker, where they end together; --no-loadscope-reorder would keep the conftest's
-# order (browser first), but then the JupyterLab save test ran beside the heaviest notebooks and found the tidied
-# notebook marked edited in 2 of 4 runs (it passes alone), so not yet.
+# cells share one kernel) or a test file stays on one worker. The order is the conftest's (--no-loadscope-reorder;
+# xdist would sort files by their number of tests, which put the two browser files, a few tests each and 80 s each,
+# last, and one worker then ran its browser file for half a minute after the other had finished): the notebooks
+# from the longest down, then the browser files, then the other files, whose short ones fill in at the end.
 # Only the timing cells' numbers change with the thread count, and no test reads them.
 cores=$(python -c "import os; print(len(os.sched_getaffinity(0)))")
 workers=${INFERLAB_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
@@ -35,4 +34,4 @@ threads=$(( workers > 0 ? cores / workers : cores ))
 export OMP_NUM_THREADS=$(( threads > 0 ? threads : 1 )) MKL_NUM_THREADS=$(( threads > 0 ? threads : 1 ))
 echo "pytest: $([ "$workers" -gt 0 ] && echo "$workers workers" || echo "one process"), $OMP_NUM_THREADS torch thread(s) each, $cores cores"
 echo "run.sh: installed, linted and checked in ${SECONDS} s; pytest next (it prints its own time last)"
-python -m pytest -n "$workers" --dist loadfile "$@"
+python -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder "$@"
