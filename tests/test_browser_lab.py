@@ -41,6 +41,40 @@ def _served(base: str, token: str, path: str) -> bool:
 
 
 
+@pytest.fixture(scope="module")
+def lab_page(browser, lab):
+    """One JupyterLab page for this file's tests (each boot of JupyterLab's page costs seconds of CPU): a laptop's
+    width, its console errors collected (each test empties the list first)."""
+    base, token, _ = lab
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})  # a laptop's width
+    page = context.new_page()
+    page.console_errors = []
+    page.on("console", lambda m: page.console_errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: page.console_errors.append(str(e)))
+    page.goto(f"{base}/lab?reset&token={token}")  # reset: no tabs from another run
+    page.wait_for_function("() => window.jupyterapp && window.jupyterapp.started", timeout=120_000)
+    yield page
+    context.close()
+
+
+def _open(page, lab, name: str) -> None:
+    """Close every tab and shut down every kernel the earlier tests started, then open ``name`` as a learner would
+    from the file browser (JupyterLab's open command), and wait until it is the notebook shown."""
+    base, token, _ = lab
+    # dispose, not close: closing a notebook that ran asks whether to save it
+    page.evaluate("() => { for (const w of Array.from(window.jupyterapp.shell.widgets('main'))) w.dispose(); }")
+    with urllib.request.urlopen(f"{base}/api/sessions?token={token}") as r:
+        for session in json.loads(r.read()):
+            urllib.request.urlopen(urllib.request.Request(
+                f"{base}/api/sessions/{session['id']}?token={token}", method="DELETE")).close()
+    page.console_errors.clear()
+    page.evaluate("(p) => { window.jupyterapp.commands.execute('docmanager:open', {path: p}); }", name)
+    page.wait_for_function("(p) => { const w = window.jupyterapp.shell.currentWidget;"
+                           " return w && w.context && w.context.path === p && w.isVisible; }", arg=name,
+                           timeout=60_000)
+    page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook .jp-Cell", timeout=60_000)
+
+
 # Draws a CJK character and a private-use code point (no font has it: it is drawn as the missing-glyph box)
 # on a canvas in the page's UI font; equal pixels mean Chinese text would show as boxes too.
 GLYPH_JS = """(text) => {
@@ -54,15 +88,11 @@ CJK = re.compile(r"[\u4e00-\u9fff]")
 
 
 @pytest.mark.parametrize("name", ["00_start_here.ipynb", "zh/00_start_here.ipynb"], ids=["en", "zh"])
-def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
+def test_jupyterlab_runs_the_start_notebook(lab_page, lab, name):
     base, token, _ = lab
     shot = name.replace("/", "-").removesuffix(".ipynb")
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})  # a laptop's width
-    page = context.new_page()
-    console_errors: list[str] = []
-    page.on("console", lambda m: console_errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: console_errors.append(str(e)))
-    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")  # reset: no other tabs
+    page = lab_page
+    _open(page, lab, name)
     try:
         # Every relative link of this notebook opens from the folder the README's command serves.
         dead = [href for href in _relative_links(lab[2] / name)
@@ -106,26 +136,21 @@ def test_jupyterlab_runs_the_start_notebook(browser, lab, name):
     except Exception:
         page.screenshot(path=str(ARTIFACTS / f"{shot}-failure.png"), full_page=True)
         raise
-    finally:
-        context.close()
     noise = ("favicon", "/api/ai", "jupyterlab-plotly")  # no such thing seen so far; keep the list short
-    real = [e for e in console_errors if not any(n in e for n in noise)]
+    real = [e for e in page.console_errors if not any(n in e for n in noise)]
     assert not real, f"browser console errors: {real}"
 
 
-def test_jupyterlab_opens_the_serving_notebook(browser, lab):
+def test_jupyterlab_opens_the_serving_notebook(lab_page, lab):
     """Notebook 09 as stored, opened in JupyterLab: every stored figure is drawn (nbval runs its cells; its SLO slider
     is moved in test_browser_views.py), and the page raises no error."""
-    base, token, served = lab
+    served = lab[2]
     name = "09_serving.ipynb"
     cells = json.loads((served / name).read_text(encoding="utf-8"))["cells"]
     stored = [i for i, c in enumerate(cells) if c["cell_type"] == "code"  # the cells that store a plotly figure
               for o in c.get("outputs", []) if "application/vnd.plotly.v1+json" in o.get("data", {})]
-    context = browser.new_context(viewport={"width": 1280, "height": 1000})
-    page = context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(f"{base}/lab/tree/{name}?reset&token={token}")
+    page = lab_page
+    _open(page, lab, name)
     drawn = ("(i) => { const w = window.jupyterapp && window.jupyterapp.shell.currentWidget;"
              " const c = w && w.content && w.content.widgets && w.content.widgets[i]; if (!c) return false;"
              " c.node.scrollIntoView(); return !!c.node.querySelector('.js-plotly-plot .main-svg'); }")
@@ -137,9 +162,7 @@ def test_jupyterlab_opens_the_serving_notebook(browser, lab):
     except Exception:
         page.screenshot(path=str(ARTIFACTS / "09_serving-failure.png"), full_page=True)
         raise
-    finally:
-        context.close()
-    assert len(stored) >= 8 and not errors, (len(stored), errors)
+    assert len(stored) >= 8 and not page.console_errors, (len(stored), page.console_errors)
 
 # ----------------------------------------------------------------------------- opening and saving changes nothing
 # Opening and saving a notebook in JupyterLab changes no byte of it (issue 29, item 3). JupyterLab rewrites a
@@ -171,32 +194,26 @@ def _saved(path: Path, before_ns: int, timeout_s: float = 30) -> bool:
     return False
 
 
-def _open_and_save(browser, lab, name: str, wait_for_edit: bool = False) -> bool:
+def _open_and_save(page, lab, name: str, wait_for_edit: bool = False) -> bool:
     """Open ``name`` (in the served notebooks/) in JupyterLab, wait for its kernel; True if JupyterLab marked it edited.
     Then save."""
-    base, token, _ = lab
-    page = browser.new_page(viewport={"width": 1280, "height": 900})
-    try:
-        page.goto(f"{base}/lab/tree/{name}?token={token}")
-        page.wait_for_selector(".jp-NotebookPanel:not(.lm-mod-hidden) .jp-Notebook", timeout=120_000)
-        page.wait_for_function(KERNEL_READY, timeout=120_000)
-        page.wait_for_timeout(1500)  # the kernel's spec and info have reached the notebook's metadata
-        dirty = "() => window.jupyterapp.shell.currentWidget.context.model.dirty"
-        if wait_for_edit:  # on a busy machine the kernel's name can reach the metadata seconds later
-            try:
-                page.wait_for_function(dirty, timeout=20_000)
-            except Exception:
-                pass
-        edited = page.evaluate(dirty)
-        path, written = lab[2] / name, (lab[2] / name).stat().st_mtime_ns
-        page.keyboard.press("Control+s")
-        assert _saved(path, written), f"JupyterLab did not save {name}"  # else "unchanged" would prove nothing
-        return edited
-    finally:
-        page.close()
+    _open(page, lab, name)
+    page.wait_for_function(KERNEL_READY, timeout=120_000)
+    page.wait_for_timeout(1500)  # the kernel's spec and info have reached the notebook's metadata
+    dirty = "() => window.jupyterapp.shell.currentWidget.context.model.dirty"
+    if wait_for_edit:  # on a busy machine the kernel's name can reach the metadata seconds later
+        try:
+            page.wait_for_function(dirty, timeout=20_000)
+        except Exception:
+            pass
+    edited = page.evaluate(dirty)
+    path, written = lab[2] / name, (lab[2] / name).stat().st_mtime_ns
+    page.keyboard.press("Control+s")
+    assert _saved(path, written), f"JupyterLab did not save {name}"  # else "unchanged" would prove nothing
+    return edited
 
 
-def test_a_tidied_notebook_survives_opening_and_saving_unchanged(browser, lab):
+def test_a_tidied_notebook_survives_opening_and_saving_unchanged(lab_page, lab):
     from inferlab.tools import notebook_tools
 
     _, _, folder = lab  # the folder JupyterLab serves (notebooks/, started the README's way)
@@ -205,10 +222,10 @@ def test_a_tidied_notebook_survives_opening_and_saving_unchanged(browser, lab):
     assert notebook_tools.tidy(folder / "tidied.ipynb") is False  # tidy is stable
     assert notebook_tools.problems(folder / "tidied.ipynb", working_tree=True) == []  # still executed and fresh
     before = (folder / "tidied.ipynb").read_bytes()
-    assert _open_and_save(browser, lab, "tidied.ipynb") is False
+    assert _open_and_save(lab_page, lab, "tidied.ipynb") is False
     assert (folder / "tidied.ipynb").read_bytes() == before
     # the same notebook stored as JupyterLab 4 does not write it ("Python 3", an older name): seen as edited
     nb = json.loads(before)
     nb["metadata"]["kernelspec"]["display_name"] = "Python 3"
     (folder / "old_kernelspec.ipynb").write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    assert _open_and_save(browser, lab, "old_kernelspec.ipynb", wait_for_edit=True) is True
+    assert _open_and_save(lab_page, lab, "old_kernelspec.ipynb", wait_for_edit=True) is True
