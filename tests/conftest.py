@@ -46,7 +46,8 @@ class IpcKernelManager(KernelManager):
     async def _async_launch_kernel(self, kernel_cmd: list[str], **kw) -> None:
         """A fork of this worker's zygote (``kernel_zygote.py``: torch, transformers and plotly already imported)
         where it can serve this kernel; otherwise the normal launch."""
-        pid = Zygote.fork(kernel_cmd, dict(kw.get("env") or os.environ), str(kw.get("cwd") or os.getcwd()))
+        pid = Zygote.fork(kernel_cmd, dict(kw.get("env") or os.environ), str(kw.get("cwd") or os.getcwd()),
+                          stderr_to_null=kw.get("stderr") is not None)
         if pid is None:
             return await super()._async_launch_kernel(kernel_cmd, **kw)
         provisioner = self.provisioner

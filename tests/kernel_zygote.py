@@ -86,8 +86,10 @@ def _become_kernel(request: dict, set_by_imports: dict[str, str]) -> None:
     os.environ.update(request["env"])
     for k, v in set_by_imports.items():
         os.environ.setdefault(k, v)
-    null = os.open(os.devnull, os.O_RDONLY)
+    null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
+    if request.get("stderr_to_null"):  # nbval launches its kernels with stderr=os.devnull
+        os.dup2(null, 2)
     os.close(null)
     del sys.path[0]  # this file's folder; ipykernel_launcher removes its own first entry too and IPython adds ""
     sys.argv = [importlib.util.find_spec(KERNEL_MODULE).origin, *request["args"]]
@@ -220,7 +222,7 @@ class Zygote:
         shutil.rmtree(folder, ignore_errors=True)
 
     @classmethod
-    def fork(cls, cmd: list[str], env: dict[str, str], cwd: str) -> int | None:
+    def fork(cls, cmd: list[str], env: dict[str, str], cwd: str, stderr_to_null: bool = False) -> int | None:
         if not cls.enabled() or cmd[:3] != [sys.executable, "-m", KERNEL_MODULE]:
             return None
         with cls._lock:
@@ -230,11 +232,17 @@ class Zygote:
                 except RuntimeError as e:
                     print(f"kernel_zygote: {e}; kernels start the normal way", file=sys.stderr)
                     return None
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-            s.connect(cls._path)
-            env = {**env, "JPY_PARENT_PID": str(os.getpid())}  # as jupyter_client's launcher sets it
-            s.sendall(json.dumps({"args": cmd[3:], "env": env, "cwd": cwd}).encode() + b"\n")
-            answer = json.loads(s.makefile("r").readline())
+        env = {**env, "JPY_PARENT_PID": str(os.getpid())}  # as jupyter_client's launcher sets it
+        request = {"args": cmd[3:], "env": env, "cwd": cwd, "stderr_to_null": stderr_to_null}
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.connect(cls._path)
+                s.sendall(json.dumps(request).encode() + b"\n")
+                answer = json.loads(s.makefile("r").readline())
+        except (OSError, ValueError) as e:  # the zygote died (memory?): the rest of this worker's kernels start fresh
+            cls._failed = True
+            print(f"kernel_zygote: no answer ({e!r}); kernels start the normal way", file=sys.stderr)
+            return None
         if answer["pid"] is None:
             cls.refused = answer["differ"]
         return answer["pid"]

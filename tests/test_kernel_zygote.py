@@ -111,3 +111,24 @@ def test_a_forked_kernel_is_interrupted_and_shut_down_like_any(tmp_path):
     else:
         os.kill(pid, signal.SIGKILL)
         pytest.fail(f"the forked kernel {pid} outlived its shutdown")
+
+
+def test_a_dead_zygote_means_kernels_start_the_normal_way(tmp_path):
+    km, kc = _start(tmp_path)  # makes sure this worker's zygote is running
+    _stop(km, kc)
+    Zygote._proc.kill()
+    Zygote._proc.wait()
+    try:
+        km, kc = _start(tmp_path)
+        try:
+            assert not isinstance(km.provisioner.process, ForkedKernel)
+            assert _run(kc, "print(6 * 7)").strip() == "42"
+        finally:
+            _stop(km, kc)
+    finally:  # a new zygote for the rest of this worker's notebooks
+        Zygote._proc, Zygote._failed = None, False
+    km, kc = _start(tmp_path)
+    try:
+        assert isinstance(km.provisioner.process, ForkedKernel)
+    finally:
+        _stop(km, kc)
