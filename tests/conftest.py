@@ -100,13 +100,19 @@ def own_choice_cache(tmp_path_factory):
         yield
 
 
+# Files of few tests that each take seconds (a Python process of their own, a kernel, a network timeout): counted by
+# their tests they went last, and the worker that got them finished 15-17 s after the other; they go first instead.
+FEW_BUT_LONG = ("tests/test_offline.py", "tests/test_progress.py", "tests/test_network.py")
+
+
 def _unit_order(item, tests_in: dict[str, int]) -> tuple[int, int]:
     """Where an item's file goes in the run: the notebooks from the longest (08) down, then the two browser files
-    (about 80 s each, one per worker), then the other test files, those with the most tests first; the short files
-    at the end fill in so that the workers finish together. A file's items keep their order; each file stays on one
-    worker (``tests/run.sh`` passes ``--no-loadscope-reorder`` so that xdist keeps this order). The Chinese 08 goes
-    last of the notebooks: it compiles the same decode step as the English one, and by then it finds that compiled
-    in PyTorch's on-disk cache instead of compiling it again on the other worker at the same moment."""
+    (about 80 s each, one per worker), then the other test files, ``FEW_BUT_LONG`` and then those with the most
+    tests first; the short files at the end fill in so that the workers finish together. A file's items keep their
+    order; each file stays on one worker (``tests/run.sh`` passes ``--no-loadscope-reorder`` so that xdist keeps
+    this order). The Chinese 08 goes last of the notebooks: it compiles the same decode step as the English one, and
+    by then it finds that compiled in PyTorch's on-disk cache instead of compiling it again on the other worker at
+    the same moment."""
     file = item.nodeid.split("::", 1)[0]
     number = Path(file).name[:2]
     if file == "notebooks/zh/08_making_it_faster.ipynb":
@@ -115,7 +121,7 @@ def _unit_order(item, tests_in: dict[str, int]) -> tuple[int, int]:
         return 0, -int(number)
     if Path(file).name.startswith("test_browser_"):
         return 1, 0
-    return 2, -tests_in[file]
+    return 2, -1_000_000 if file in FEW_BUT_LONG else -tests_in[file]
 
 
 def pytest_collection_modifyitems(config, items):
