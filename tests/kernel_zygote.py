@@ -1,7 +1,7 @@
 """Notebook kernels for the test suite, forked from a process that has already imported the heavy libraries.
 
 Every notebook's first cell imports torch, transformers and plotly: 5-6 s of CPU in each of the suite's 20 kernels,
-which is a fifth of the time the suite spends in notebooks on 2 cores. Here one process per pytest worker (the
+about a third of the time the suite spent in notebooks on 2 cores. Here one process per pytest worker (the
 *zygote*) imports those third-party libraries once; each kernel nbval asks for is a ``fork()`` of it that then becomes
 an ordinary ``ipykernel`` (``python -m ipykernel_launcher -f <connection file>``: same code, same arguments, the
 notebook's folder as working directory, the environment the kernel was given). The notebook then runs top to bottom
