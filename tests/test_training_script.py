@@ -193,3 +193,15 @@ def test_a_resumed_run_carries_on_exactly_where_the_checkpoint_was_saved(train, 
     for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
     assert train.load_checkpoint(tmp_path / "nothing") is None
+
+
+def test_the_copy_warm_up_can_keep_language_rows_in_each_batch(train):
+    pool = torch.arange(100, 140)
+    copies = train.copy_batches(pool, 17, 8, torch.Generator().manual_seed(0))
+    text = torch.arange(1000, 3000)
+    language = train.batches(text, 16, 3, torch.Generator().manual_seed(1))
+    batch = next(train.with_language(copies, language))
+    assert batch.shape == (8, 17)
+    assert all(torch.equal(row[:8], row[8:16]) and set(row.tolist()) <= set(pool.tolist()) for row in batch[:5])
+    assert all(row.min() >= 1000 and torch.equal(row[1:] - row[:-1], torch.ones(16, dtype=torch.long))
+               for row in batch[5:])  # consecutive windows of the text
