@@ -481,6 +481,8 @@ def main() -> None:
                     help="steps of the copy warm-up before phase 1: rows that repeat a random span of frequent "
                          "tokens once (copy_batches), so that induction heads form before the ordinary data")
     ap.add_argument("--copy-context", type=int, default=64, help="row length in the copy warm-up")
+    ap.add_argument("--lr1", type=float, default=None,
+                    help="phase 1's peak learning rate when it differs from --lr (the copy warm-up's)")
     ap.add_argument("--copy-lm-share", type=float, default=0.0,
                     help="share of the copy warm-up's rows that are language windows instead (0-1); 100%% copy rows "
                          "formed copying in 400-500 steps but left held-out losses of 13 (en) and 10 (zh) nats/token")
@@ -614,7 +616,7 @@ def main() -> None:
     steps1 = args.steps[0] if args.steps else None
     if resumed is None or resumed["phase"] in (0, 1):
         start, opt_state = resume_into(model, 1)
-        steps1 = train_loop(model, stream, budget * (1 - args.full_vocab_fraction), args.lr,
+        steps1 = train_loop(model, stream, budget * (1 - args.full_vocab_fraction), args.lr1 or args.lr,
                             100 if base is None else 10, "phase1", steps=steps1,
                             report=None if base is None else report1, bf16=args.bf16, start_step=start,
                             opt_state=opt_state, checkpoint=saver(1, model),
