@@ -102,7 +102,7 @@ def _serve(path: str) -> None:
     base = _relevant(dict(os.environ))
     _preload()
     # what the imports themselves put in the environment: a fresh kernel's imports would put it there too
-    set_by_imports = {k: v for k, v in os.environ.items() if base.get(k) != v and k in _relevant(dict(os.environ))}
+    set_by_imports = {k: v for k, v in _relevant(dict(os.environ)).items() if base.get(k) != v}
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # the kernels are reaped as they end: no zombies
     parent = os.getppid()
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
