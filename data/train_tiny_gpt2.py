@@ -215,28 +215,69 @@ def with_repeats(stream: Iterator[torch.Tensor], sources: list[torch.Tensor], po
         yield x
 
 
-def copy_batches(pool: torch.Tensor, block: int, batch: int, gen: torch.Generator) -> Iterator[torch.Tensor]:
-    """Batches for the copy warm-up (``--copy-steps``): every row is a span of distinct ids drawn from ``pool``
-    (frequent tokens, in a random order) and then the same span again, ``block`` ids in all.
+def copy_row(pool: torch.Tensor, block: int, gen: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """One copy row of ``block`` ids and its targets (``block - 1`` next ids, -100 where nothing is learned).
 
-    Only copying predicts the second half, so an induction head (a previous-token head, then one that attends to
-    the token after the current token's earlier copy) is the one way down for the loss. In toy runs a 4-layer
-    model took about twice the steps of a 2-layer one to form it on such rows, and spread thin among ordinary
-    rows (``--repeat-share`` 8-25%) it had not formed after 1,300 steps; a run of these rows first forms it. The
-    learning rate matters: a 4-layer, 160-wide toy on these rows alone formed copying after about 1,000 steps at
-    ``--lr 3e-3`` and not in 1,150 at 1e-3. Phase 0 reports the probe rows' first- and second-copy losses.
+    A span of 8 to ``block // 2`` distinct ids drawn from ``pool`` (frequent tokens, in a random order) appears
+    twice, at random places: random pool ids before it, between the copies and after them. Only the second copy's
+    ids (after its first) can be predicted, and only by finding the current id's earlier occurrence and reading the
+    id after it: what an induction head does. Every other target is masked: those ids are random, and learning them
+    only teaches that every pool id is equally likely.
+
+    The lengths and places must vary. With the second copy always at the same distance (a span of half the row,
+    then the same span), a head that attends a fixed number of positions back solves the rows in one layer: the
+    warm-up "formed copying" in 350 steps and lost it within 100 steps of ordinary data, where no such fixed
+    distance exists.
     """
-    half = block // 2
+    span = int(torch.randint(8, block // 2 + 1, (), generator=gen))
+    free = block - 2 * span
+    lead = int(torch.randint(0, free + 1, (), generator=gen))
+    gap = int(torch.randint(0, free - lead + 1, (), generator=gen))
+    ids = pool[torch.randperm(len(pool), generator=gen)[:span]]
+
+    def noise(n: int) -> torch.Tensor:
+        return pool[torch.randint(len(pool), (n,), generator=gen)]
+    row = torch.cat([noise(lead), ids, noise(gap), ids, noise(free - lead - gap)])
+    targets = torch.full((block - 1,), -100)
+    second = lead + span + gap  # where the second copy starts; target j is the id at j + 1
+    targets[second : second + span - 1] = row[second + 1 : second + span]
+    return row, targets
+
+
+def copy_batches(pool: torch.Tensor, block: int, batch: int, gen: torch.Generator
+                 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """Batches ``(rows, targets)`` of ``copy_row``s for the copy warm-up (``--copy-steps``).
+
+    Only copying predicts the second copy, so an induction head (a previous-token head, then one that attends to
+    the id after the current id's earlier occurrence) is the one way down for the loss. Spread thin among ordinary
+    rows (``--repeat-share`` 8-25%) repeated spans had formed no induction head after 1,300 steps of a 4-layer
+    model; a run of these rows first forms one. The learning rate matters: a 4-layer, 160-wide toy formed copying
+    after about 1,000 steps at ``--lr 3e-3`` and not in 1,150 at 1e-3. Phase 0 reports the probe rows' losses.
+    """
     while True:
-        rows = [pool[torch.randperm(len(pool), generator=gen)[:half]] for _ in range(batch)]
-        yield torch.stack([torch.cat([r, r, r[: block - 2 * half]]) for r in rows])
+        rows = [copy_row(pool, block, gen) for _ in range(batch)]
+        yield torch.stack([r for r, _ in rows]), torch.stack([t for _, t in rows])
 
 
-def with_language(copies: Iterator[torch.Tensor], language: Iterator[torch.Tensor]) -> Iterator[torch.Tensor]:
+def with_copy_rows(stream: Iterator[torch.Tensor], pool: torch.Tensor, share: float, gen: torch.Generator
+                   ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+    """``stream``'s batches as ``(rows, targets)``, each row replaced, with probability ``share``, by a ``copy_row``
+    (``--copy-share``: phase 1 keeps exercising the induction heads the warm-up formed, on the rows that formed
+    them); the other rows keep every target."""
+    for x in stream:
+        targets = x[:, 1:].clone()
+        for r in range(x.shape[0]):
+            if share > 0 and float(torch.rand((), generator=gen)) < share:
+                x[r], targets[r] = copy_row(pool, x.shape[1], gen)
+        yield x, targets
+
+
+def with_language(copies: Iterator[tuple[torch.Tensor, torch.Tensor]], language: Iterator[torch.Tensor]
+                  ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """Copy-warm-up batches whose last rows are language windows (``--copy-lm-share``): as many as ``language``'s
-    batches have, in place of that many copy rows, so a batch keeps its size."""
-    for c, w in zip(copies, language):
-        yield torch.cat([c[: len(c) - len(w)], w])
+    batches have, in place of that many copy rows, so a batch keeps its size. Language rows keep every target."""
+    for (c, t), w in zip(copies, language):
+        yield torch.cat([c[: len(c) - len(w)], w]), torch.cat([t[: len(t) - len(w)], w[:, 1:]])
 
 
 def mixed_batches(english: torch.Tensor, chinese: torch.Tensor, block: int, batch: int, mix: float,
@@ -321,7 +362,8 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
                steps: int | None = None, report: Callable[[], str] | None = None, report_every: int = 100,
                bf16: bool = False, start_step: int = 0, opt_state: dict | None = None,
                checkpoint: Callable[[int, torch.optim.Optimizer], None] | None = None,
-               checkpoint_seconds: float = 300.0) -> int:
+               checkpoint_seconds: float = 300.0, constant: bool = False,
+               until: Callable[[], bool] | None = None) -> int:
     """AdamW, linear warm-up, cosine decay over a wall-clock budget; returns the steps taken.
 
     The schedule follows elapsed time rather than a step count, so the run ends on budget on any
@@ -332,6 +374,9 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
     ``bf16`` runs the forward pass under bfloat16 autocast (fast only on CPUs with native bfloat16).
     ``checkpoint(step, opt)`` is called every ``checkpoint_seconds``; a resumed run passes the step and the
     optimizer state it saved (``start_step``, ``opt_state``; with ``steps`` the schedule carries on exactly).
+    A stream yields ``x`` ``[batch, tokens + 1]`` (targets: the next ids) or ``(x, targets)`` (-100: no loss).
+    ``constant`` keeps the rate at ``lr`` after the warm-up; ``until()``, asked after each report, ends the loop
+    early when it returns True (the copy warm-up stops once copying has formed, not on a step count).
     """
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
@@ -342,20 +387,26 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
     if opt_state is not None:
         opt.load_state_dict(opt_state)
     t0 = last_save = time.time()
-    step = start_step
+    step, reported = start_step, None
     def progress_now() -> float:
         return step / steps if steps else (time.time() - t0) / seconds
 
     while (progress := progress_now()) < 1.0:
         if report is not None and step % report_every == 0:
             print(f"[{label}] step {step:5d} held-out {report()} ({time.time() - t0:.0f}s)", flush=True)
-        scale = min(1.0, (step + 1) / warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress)))
+            reported = step
+            if until is not None and until():
+                print(f"[{label}] stopping at step {step}: its goal is reached", flush=True)
+                break
+        cosine = 1.0 if constant else 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+        scale = min(1.0, (step + 1) / warmup) * cosine
         for group in opt.param_groups:
             group["lr"] = lr * scale
         x = next(stream_at(progress))
+        x, targets = x if isinstance(x, tuple) else (x, x[:, 1:])
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             logits = model(input_ids=x[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), x[:, 1:].flatten())
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -366,7 +417,7 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
         if checkpoint is not None and time.time() - last_save > checkpoint_seconds:
             checkpoint(step, opt)
             last_save = time.time()
-    if report is not None:
+    if report is not None and reported != step:
         print(f"[{label}] step {step:5d} held-out {report()} ({time.time() - t0:.0f}s)", flush=True)
     print(f"[{label}] done: {step} steps in {time.time() - t0:.0f}s", flush=True)
     return step
@@ -481,6 +532,11 @@ def main() -> None:
                     help="steps of the copy warm-up before phase 1: rows that repeat a random span of frequent "
                          "tokens once (copy_batches), so that induction heads form before the ordinary data")
     ap.add_argument("--copy-context", type=int, default=64, help="row length in the copy warm-up")
+    ap.add_argument("--copy-until", type=float, default=None, metavar="NATS",
+                    help="end the copy warm-up once the probe's second copy costs less than NATS per token (checked "
+                         "every 50 steps; --copy-steps is then the most it may take, at a constant rate)")
+    ap.add_argument("--copy-share", type=float, default=0.0,
+                    help="chance that a row of phase 1 is a copy row like the warm-up's (keeps its induction heads)")
     ap.add_argument("--lr1", type=float, default=None,
                     help="phase 1's peak learning rate when it differs from --lr (the copy warm-up's)")
     ap.add_argument("--copy-lm-share", type=float, default=0.0,
@@ -498,6 +554,12 @@ def main() -> None:
     args = ap.parse_args()
     if args.resume and not args.steps:
         ap.error("--resume needs --steps (a wall-clock schedule cannot be carried on exactly)")
+    if args.copy_until is not None and not (args.copy_steps and 0 < args.copy_until < 10):
+        ap.error(f"--copy-until {args.copy_until}: needs --copy-steps (the most the warm-up may take) and a loss "
+                 "between 0 and 10 nats/token (e.g. 1.0; the first copy costs about 7.6)")
+    if not 0 <= args.copy_share < 1:
+        ap.error(f"--copy-share {args.copy_share}: the share of phase 1's rows that are copy rows must be at least 0 "
+                 "and below 1 (e.g. 0.1)")
     if not 0 <= args.copy_lm_share < 1:
         ap.error(f"--copy-lm-share {args.copy_lm_share}: the share of the copy warm-up's rows that are language "
                  "windows must be at least 0 and below 1 (e.g. 0.5)")
@@ -557,7 +619,8 @@ def main() -> None:
     pool1 = frequent_pool(torch.cat(sources1), args.repeat_pool, int(remap[EOT]))
 
     def repeats(stream: Iterator[torch.Tensor], sources: list[torch.Tensor], pool: torch.Tensor):
-        return with_repeats(stream, sources, pool, args.repeat_share, gen)
+        stream = with_repeats(stream, sources, pool, args.repeat_share, gen)
+        return with_copy_rows(stream, pool, args.copy_share, gen) if args.copy_share else stream
     short = repeats(mixed_batches(remap[en_train], remap[zh_train], ctx // 2, args.batch * 2, mix, gen),
                     sources1, pool1)
     long = repeats(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen), sources1, pool1)
@@ -592,6 +655,20 @@ def main() -> None:
         print(f"[phase{phase}] resumed at step {resumed['step']} (saved {resumed['saved']})", flush=True)
         return resumed["step"], resumed["optimizer"]
 
+    # The copy probe: fixed rows like the warm-up's (random ids, one span appearing twice at random places).
+    probe, probe_targets = next(copy_batches(pool1, args.copy_context + 1, 32, torch.Generator().manual_seed(7)))
+    copied = probe_targets != -100
+    copying: dict[str, float] = {}
+
+    def copy_report() -> str:  # copying has formed when the copied ids cost far less than the random ones
+        model.eval()
+        with torch.no_grad():
+            logits = model(input_ids=probe[:, :-1]).logits
+        model.train()
+        per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), probe[:, 1:], reduction="none")
+        copying["other"], copying["second"] = per[~copied].mean().item(), per[copied].mean().item()
+        return f"copy rows: random ids {copying['other']:.2f}, second copy {copying['second']:.2f} nats/token"
+
     if args.copy_steps and (resumed is None or resumed["phase"] == 0):  # phase 0: the copy warm-up
         start, opt_state = resume_into(model, 0)
         copies = copy_batches(pool1, args.copy_context + 1, args.batch * 4, gen)
@@ -599,26 +676,24 @@ def main() -> None:
         if n_lm:  # language rows beside the copy rows: the circuit forms without wrecking the language model
             language = mixed_batches(remap[en_train], remap[zh_train], args.copy_context, n_lm, mix, gen)
             copies = with_language(copies, language)
-        probe = next(copy_batches(pool1, args.copy_context + 1, 16, torch.Generator().manual_seed(7)))
-
-        def copy_report() -> str:  # copying has formed when the second copy's loss falls below the first's
-            model.eval()
-            with torch.no_grad():
-                logits = model(input_ids=probe[:, :-1]).logits
-            model.train()
-            per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), probe[:, 1:], reduction="none")
-            half = (args.copy_context + 1) // 2
-            return (f"copy rows: first copy {per[:, : half - 1].mean():.2f}, second copy {per[:, half:].mean():.2f}"
-                    " nats/token")
+        until = None if args.copy_until is None else (lambda: copying["second"] < args.copy_until)
         train_loop(model, lambda _: copies, 0, args.lr, 30, "phase0", steps=args.copy_steps, start_step=start,
-                   report=copy_report, opt_state=opt_state, checkpoint=saver(0, model),
-                   checkpoint_seconds=args.checkpoint_minutes * 60)
+                   report=copy_report, report_every=50 if until else 100, opt_state=opt_state,
+                   checkpoint=saver(0, model), checkpoint_seconds=args.checkpoint_minutes * 60,
+                   constant=until is not None, until=until)
     steps1 = args.steps[0] if args.steps else None
     if resumed is None or resumed["phase"] in (0, 1):
         start, opt_state = resume_into(model, 1)
+        if base is None:
+            report = None
+        elif args.copy_steps:  # is the copying the warm-up formed still there?
+            def report() -> str:
+                return f"{report1()}; {copy_report()}"
+        else:
+            report = report1
         steps1 = train_loop(model, stream, budget * (1 - args.full_vocab_fraction), args.lr1 or args.lr,
                             100 if base is None else 10, "phase1", steps=steps1,
-                            report=None if base is None else report1, bf16=args.bf16, start_step=start,
+                            report=report, bf16=args.bf16, start_step=start,
                             opt_state=opt_state, checkpoint=saver(1, model),
                             checkpoint_seconds=args.checkpoint_minutes * 60)
 
@@ -702,6 +777,8 @@ def main() -> None:
         "repeat_pool": args.repeat_pool,
         "copy_steps": args.copy_steps,
         "copy_context": args.copy_context,
+        "copy_until": args.copy_until,
+        "copy_share": args.copy_share,
         "copy_lm_share": args.copy_lm_share,
         "attn_dropout": args.attn_dropout,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",

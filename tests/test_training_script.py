@@ -133,15 +133,38 @@ def test_with_repeats_replaces_about_its_share_of_rows(train):
     assert not any(periodic(r) for r in untouched)
 
 
-def test_a_copy_row_is_a_span_of_distinct_pool_ids_then_the_same_span(train):
-    pool = torch.arange(100, 160)
-    batch = next(train.copy_batches(pool, 17, 3, torch.Generator().manual_seed(0)))
-    assert batch.shape == (3, 17)
-    for row in batch:
-        first, second = row[:8], row[8:16]
-        assert torch.equal(first, second) and row[16] == first[0]  # an odd block ends on the span's start again
-        assert len(set(first.tolist())) == 8 and set(first.tolist()) <= set(pool.tolist())
-    assert not torch.equal(batch[0], batch[1])  # each row draws its own span
+def test_a_copy_row_repeats_a_span_of_distinct_pool_ids_at_random_places_and_learns_only_the_copy(train):
+    pool = torch.arange(100, 200)
+    batch, targets = next(train.copy_batches(pool, 41, 64, torch.Generator().manual_seed(0)))
+    assert batch.shape == (64, 41) and targets.shape == (64, 40)
+    assert set(batch.flatten().tolist()) <= set(pool.tolist())
+    spans, seconds = set(), set()
+    for row, target in zip(batch, targets):
+        learned = (target != -100).nonzero().flatten()
+        first, last = int(learned[0]), int(learned[-1])
+        assert torch.equal(learned, torch.arange(first, last + 1))  # one stretch: the second copy after its first id
+        assert torch.equal(target[learned], row[first + 1 : last + 2])  # the next ids, unchanged
+        span = last - first + 2
+        second = row[first : last + 2]
+        assert 8 <= span <= 20 and len(set(second.tolist())) == span  # distinct ids
+        # the same span appeared before, entirely earlier in the row
+        assert any(torch.equal(row[a : a + span], second) for a in range(0, first - span + 1))
+        spans.add(span)
+        seconds.add(first)
+    # the lengths and places vary: no fixed distance back solves the rows (a one-layer shortcut)
+    assert len(spans) > 5 and len(seconds) > 5
+
+
+def test_phase_one_can_mix_copy_rows_into_ordinary_batches(train):
+    pool = torch.arange(100, 140)
+    text = torch.arange(1000, 3000)
+    stream = train.with_copy_rows(train.batches(text, 32, 200, torch.Generator().manual_seed(1)), pool, 0.25,
+                                  torch.Generator().manual_seed(2))
+    x, targets = next(stream)
+    copy = torch.tensor([set(r.tolist()) <= set(pool.tolist()) for r in x])
+    assert 25 <= int(copy.sum()) <= 75  # 50 expected
+    assert torch.equal(targets[~copy], x[~copy][:, 1:])  # ordinary rows: every target
+    assert ((targets[copy] == -100).sum(1) > 0).all()  # copy rows: only their second copy
 
 
 def test_a_warm_start_refreshes_only_the_rows_its_checkpoint_never_trained(train):
@@ -200,8 +223,41 @@ def test_the_copy_warm_up_can_keep_language_rows_in_each_batch(train):
     copies = train.copy_batches(pool, 17, 8, torch.Generator().manual_seed(0))
     text = torch.arange(1000, 3000)
     language = train.batches(text, 16, 3, torch.Generator().manual_seed(1))
-    batch = next(train.with_language(copies, language))
-    assert batch.shape == (8, 17)
-    assert all(torch.equal(row[:8], row[8:16]) and set(row.tolist()) <= set(pool.tolist()) for row in batch[:5])
+    batch, targets = next(train.with_language(copies, language))
+    assert batch.shape == (8, 17) and targets.shape == (8, 16)
+    assert ((targets[:5] == -100).sum(1) > 0).all() and torch.equal(targets[5:], batch[5:, 1:])  # language: all targets
+    assert all(set(row.tolist()) <= set(pool.tolist()) for row in batch[:5])
     assert all(row.min() >= 1000 and torch.equal(row[1:] - row[:-1], torch.ones(16, dtype=torch.long))
                for row in batch[5:])  # consecutive windows of the text
+
+
+def test_the_loop_ignores_masked_targets_and_stops_when_its_goal_is_reached(train):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    def trained(stream):
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **train.size_of(context=16, width=16, layers=1, heads=2)))
+        train.train_loop(model, lambda _: stream, 0, 1e-2, 1, "t", steps=3)
+        return model
+
+    x = torch.randint(0, 20, (4, 9))
+    masked = x[:, 1:].clone()
+    masked[:, :4] = -100
+    other = masked.clone()
+    other[:, 4:] = (other[:, 4:] + 1) % 20
+    plain, with_mask, other_targets = trained(iter([x] * 3)), trained(iter([(x, masked)] * 3)), trained(
+        iter([(x, other)] * 3))
+    assert all(torch.isfinite(p).all() for p in with_mask.parameters())
+    # the targets given are the ones learned: a mask changes the run, and so do other unmasked targets
+    assert not torch.equal(plain.lm_head.weight, with_mask.lm_head.weight)
+    assert not torch.equal(with_mask.lm_head.weight, other_targets.lm_head.weight)
+    model = with_mask
+
+    asked = []
+
+    def until():
+        asked.append(len(asked))
+        return len(asked) == 2
+    taken = train.train_loop(model, lambda _: iter([x] * 100), 0, 1e-2, 1, "t", steps=100, report=lambda: "r",
+                             report_every=5, constant=True, until=until)
+    assert taken == 5 and asked == [0, 1]  # asked at steps 0 and 5, stopped at the second
