@@ -317,7 +317,7 @@ def heldout_loss(model: GPT2LMHeadModel, data: torch.Tensor, block: int, windows
 
 
 def save_checkpoint(folder: Path, phase: int, step: int, model, opt, gen: torch.Generator,
-                    minutes: float = 0.0) -> None:
+                    minutes: float = 0.0, notes: dict | None = None) -> None:
     """Everything a resumed run needs, as safetensors and JSON (never a pickle): the model, AdamW's moments,
     the step, and both random states (the data draws and dropout). Written to a temporary name, then moved."""
     from safetensors.torch import save_file, save_model
@@ -333,7 +333,8 @@ def save_checkpoint(folder: Path, phase: int, step: int, model, opt, gen: torch.
     save_file(tensors, str(tmp / "optimizer.safetensors"))
     meta = {"phase": phase, "step": step, "param_groups": opt_sd["param_groups"],
             "vocab_size": model.config.vocab_size, "saved": time.strftime("%Y-%m-%d %H:%M:%S"),
-            "minutes": round(minutes, 2)}  # wall time of the run so far, across resumes
+            "minutes": round(minutes, 2),  # wall time of the run so far, across resumes
+            "notes": notes or {}}  # what the run learnt on the way that the model card reports
     (tmp / "state.json").write_text(json.dumps(meta, indent=1))
     shutil.rmtree(folder, ignore_errors=True)
     tmp.rename(folder)
@@ -637,9 +638,12 @@ def main() -> None:
     def report1() -> str:
         with torch.random.fork_rng():  # building the model draws random numbers; training must not notice
             return losses(full_vocabulary(model, used, small, report_x, fit_unseen=True))
+    notes: dict = dict(resumed.get("notes", {})) if resumed else {}
+
     def saver(phase: int, net: GPT2LMHeadModel) -> Callable[[int, torch.optim.Optimizer], None]:
         def save(step: int, opt: torch.optim.Optimizer) -> None:
-            save_checkpoint(args.checkpoint, phase, step, net, opt, gen, minutes_before + (time.time() - t_start) / 60)
+            save_checkpoint(args.checkpoint, phase, step, net, opt, gen, minutes_before + (time.time() - t_start) / 60,
+                            notes)
             print(f"[phase{phase}] checkpoint at step {step} in {args.checkpoint}", flush=True)
         return save
 
@@ -677,10 +681,10 @@ def main() -> None:
             language = mixed_batches(remap[en_train], remap[zh_train], args.copy_context, n_lm, mix, gen)
             copies = with_language(copies, language)
         until = None if args.copy_until is None else (lambda: copying["second"] < args.copy_until)
-        train_loop(model, lambda _: copies, 0, args.lr, 30, "phase0", steps=args.copy_steps, start_step=start,
-                   report=copy_report, report_every=50 if until else 100, opt_state=opt_state,
-                   checkpoint=saver(0, model), checkpoint_seconds=args.checkpoint_minutes * 60,
-                   constant=until is not None, until=until)
+        notes["copy_steps_taken"] = train_loop(
+            model, lambda _: copies, 0, args.lr, 30, "phase0", steps=args.copy_steps, start_step=start,
+            report=copy_report, report_every=50 if until else 100, opt_state=opt_state, checkpoint=saver(0, model),
+            checkpoint_seconds=args.checkpoint_minutes * 60, constant=until is not None, until=until)
     steps1 = args.steps[0] if args.steps else None
     if resumed is None or resumed["phase"] in (0, 1):
         start, opt_state = resume_into(model, 1)
@@ -776,6 +780,7 @@ def main() -> None:
         "repeat_share": args.repeat_share,
         "repeat_pool": args.repeat_pool,
         "copy_steps": args.copy_steps,
+        "copy_steps_taken": notes.get("copy_steps_taken"),
         "copy_context": args.copy_context,
         "copy_until": args.copy_until,
         "copy_share": args.copy_share,
@@ -844,11 +849,22 @@ def model_card(stats: dict, ev: dict) -> str:
   heads do (Olsson et al., 2022, "In-context learning and induction heads"), and notebook 03 teaches them.
 """
     if stats.get("copy_steps"):
-        repeats += f"""- **A copy warm-up** first ({stats['copy_steps']:,} steps, `--copy-steps`): rows of
-  {stats['copy_context']} tokens, a span of distinct frequent tokens in a random order and then the same span again.
+        taken = stats.get("copy_steps_taken")
+        until = stats.get("copy_until")
+        length = (f"{taken:,} steps" if taken else f"at most {stats['copy_steps']:,} steps") + (
+            f", at a constant rate until a probe's second copy cost under {until} nats/token (`--copy-until`)"
+            if until else "")
+        repeats += f"""- **A copy warm-up** first ({length}): rows of {stats['copy_context']} tokens of random frequent
+  tokens in which one span of 8 to {stats['copy_context'] // 2} distinct tokens appears twice, at random places;
+  the loss counts only the second copy.
   Why: mixed thinly among ordinary rows, repeated spans had formed no induction head after 1,300 steps of a 4-layer
-  model; rows where only copying predicts the second half form one in a few hundred steps, and the repeated spans
-  afterwards keep it in use.
+  model; on rows where only copying predicts anything, one forms in a few hundred steps. The places must vary:
+  with the second copy always the same distance after the first, a head that looks a fixed distance back solved
+  the rows, and that copying vanished within 100 steps of ordinary text.
+"""
+        if stats.get("copy_share"):
+            repeats += f"""- **Copy rows kept**: {stats['copy_share']:.0%} of the later rows are such copy rows too
+  (`--copy-share`), so ordinary training does not wear the induction heads away.
 """
     dropout = ("no dropout on attention weights (`--attn-dropout 0`)" if stats.get("attn_dropout") == 0
                else "dropout 0.1")

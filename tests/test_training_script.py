@@ -194,7 +194,8 @@ def test_a_resumed_run_carries_on_exactly_where_the_checkpoint_was_saved(train, 
 
         def checkpoint(step, opt):
             if step == save_at:
-                train.save_checkpoint(tmp_path / "ckpt", 1, step, model, opt, gen, minutes=1.5)
+                train.save_checkpoint(tmp_path / "ckpt", 1, step, model, opt, gen, minutes=1.5,
+                                      notes={"copy_steps_taken": 7})
                 saved["yes"] = True
         train.train_loop(model, lambda _: stream, 0, 1e-2, 2, "t", steps=steps, start_step=start, opt_state=opt_state,
                          checkpoint=checkpoint, checkpoint_seconds=-1)
@@ -204,6 +205,7 @@ def test_a_resumed_run_carries_on_exactly_where_the_checkpoint_was_saved(train, 
     assert saved
     state = train.load_checkpoint(tmp_path / "ckpt")
     assert state["phase"] == 1 and state["step"] == 3 and state["minutes"] == 1.5
+    assert state["notes"] == {"copy_steps_taken": 7}  # what the card reports survives a resume
     assert not any(p.suffix in (".pt", ".pth", ".bin", ".pkl") for p in (tmp_path / "ckpt").iterdir())
     from safetensors.torch import load_model
 
