@@ -375,7 +375,8 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
     ``bf16`` runs the forward pass under bfloat16 autocast (fast only on CPUs with native bfloat16).
     ``checkpoint(step, opt)`` is called every ``checkpoint_seconds``; a resumed run passes the step and the
     optimizer state it saved (``start_step``, ``opt_state``; with ``steps`` the schedule carries on exactly).
-    A stream yields ``x`` ``[batch, tokens + 1]`` (targets: the next ids) or ``(x, targets)`` (-100: no loss).
+    A stream yields ``x`` ``[batch, tokens + 1]`` (targets: the next ids) or ``(x, targets)`` (-100: no loss; the
+    output layer, most of a step's cost, then runs only where a target is kept).
     ``constant`` keeps the rate at ``lr`` after the warm-up; ``until()``, asked after each report, ends the loop
     early when it returns True (the copy warm-up stops once copying has formed, not on a step count).
     """
@@ -404,10 +405,15 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
         for group in opt.param_groups:
             group["lr"] = lr * scale
         x = next(stream_at(progress))
-        x, targets = x if isinstance(x, tuple) else (x, x[:, 1:])
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(input_ids=x[:, :-1]).logits
-        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), targets.flatten(), ignore_index=-100)
+            if isinstance(x, tuple):  # (rows, targets): the output layer runs only where a target is kept
+                x, targets = x
+                keep = targets != -100
+                hidden = model.transformer(input_ids=x[:, :-1]).last_hidden_state
+                logits, targets = model.lm_head(hidden[keep]), targets[keep]
+            else:
+                logits, targets = model(input_ids=x[:, :-1]).logits.flatten(0, 1), x[:, 1:].flatten()
+        loss = torch.nn.functional.cross_entropy(logits.float(), targets)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

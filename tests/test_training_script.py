@@ -250,6 +250,9 @@ def test_the_loop_ignores_masked_targets_and_stops_when_its_goal_is_reached(trai
     plain, with_mask, other_targets = trained(iter([x] * 3)), trained(iter([(x, masked)] * 3)), trained(
         iter([(x, other)] * 3))
     assert all(torch.isfinite(p).all() for p in with_mask.parameters())
+    # nothing masked: the same run as plain rows (the output layer on the kept positions only, here all of them)
+    unmasked = trained(iter([(x, x[:, 1:].clone())] * 3))
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(plain.parameters(), unmasked.parameters()))
     # the targets given are the ones learned: a mask changes the run, and so do other unmasked targets
     assert not torch.equal(plain.lm_head.weight, with_mask.lm_head.weight)
     assert not torch.equal(with_mask.lm_head.weight, other_targets.lm_head.weight)
