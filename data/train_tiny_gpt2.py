@@ -542,6 +542,9 @@ def main() -> None:
     ap.add_argument("--copy-until", type=float, default=None, metavar="NATS",
                     help="end the copy warm-up once the probe's second copy costs less than NATS per token (checked "
                          "every 50 steps; --copy-steps is then the most it may take, at a constant rate)")
+    ap.add_argument("--copy-dropout", type=float, default=None,
+                    help="dropout of every layer during the copy warm-up only (default: as in phase 1); the induction "
+                         "circuit matches tokens exactly, and dropout on the residual stream blurs that")
     ap.add_argument("--copy-share", type=float, default=0.0,
                     help="chance that a row of phase 1 is a copy row like the warm-up's (keeps its induction heads)")
     ap.add_argument("--lr1", type=float, default=None,
@@ -564,6 +567,8 @@ def main() -> None:
     if args.copy_until is not None and not (args.copy_steps and 0 < args.copy_until < 10):
         ap.error(f"--copy-until {args.copy_until}: needs --copy-steps (the most the warm-up may take) and a loss "
                  "between 0 and 10 nats/token (e.g. 1.0; the first copy costs about 7.6)")
+    if args.copy_dropout is not None and not 0 <= args.copy_dropout < 1:
+        ap.error(f"--copy-dropout {args.copy_dropout}: a dropout rate is at least 0 and below 1 (e.g. 0)")
     if not 0 <= args.copy_share < 1:
         ap.error(f"--copy-share {args.copy_share}: the share of phase 1's rows that are copy rows must be at least 0 "
                  "and below 1 (e.g. 0.1)")
@@ -687,10 +692,17 @@ def main() -> None:
             language = mixed_batches(remap[en_train], remap[zh_train], args.copy_context, n_lm, mix, gen)
             copies = with_language(copies, language)
         until = None if args.copy_until is None else (lambda: copying["second"] < args.copy_until)
+        dropouts = [m for m in model.modules() if isinstance(m, torch.nn.Dropout)]
+        rates = [m.p for m in dropouts]
+        if args.copy_dropout is not None:
+            for m in dropouts:
+                m.p = args.copy_dropout
         notes["copy_steps_taken"] = train_loop(
             model, lambda _: copies, 0, args.lr, 30, "phase0", steps=args.copy_steps, start_step=start,
             report=copy_report, report_every=50 if until else 100, opt_state=opt_state, checkpoint=saver(0, model),
             checkpoint_seconds=args.checkpoint_minutes * 60, constant=until is not None, until=until)
+        for m, rate in zip(dropouts, rates, strict=True):  # phase 1 trains with the model's own dropout
+            m.p = rate
     steps1 = args.steps[0] if args.steps else None
     if resumed is None or resumed["phase"] in (0, 1):
         start, opt_state = resume_into(model, 1)
@@ -790,6 +802,7 @@ def main() -> None:
         "copy_context": args.copy_context,
         "copy_until": args.copy_until,
         "copy_share": args.copy_share,
+        "copy_dropout": args.copy_dropout,
         "copy_lm_share": args.copy_lm_share,
         "attn_dropout": args.attn_dropout,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
