@@ -364,7 +364,7 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
                bf16: bool = False, start_step: int = 0, opt_state: dict | None = None,
                checkpoint: Callable[[int, torch.optim.Optimizer], None] | None = None,
                checkpoint_seconds: float = 300.0, constant: bool = False,
-               until: Callable[[], bool] | None = None) -> int:
+               until: Callable[[], bool] | None = None, wpe_lr: float = 1.0) -> int:
     """AdamW, linear warm-up, cosine decay over a wall-clock budget; returns the steps taken.
 
     The schedule follows elapsed time rather than a step count, so the run ends on budget on any
@@ -379,15 +379,22 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
     output layer, most of a step's cost, then runs only where a target is kept).
     ``constant`` keeps the rate at ``lr`` after the warm-up; ``until()``, asked after each report, ends the loop
     early when it returns True (the copy warm-up stops once copying has formed, not on a step count).
+    ``wpe_lr`` != 1: the position embeddings learn at that multiple of the rate, without weight decay (a third
+    parameter group; an optimizer state saved with two groups then starts afresh).
     """
-    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    own = (lambda n: n.endswith("wpe.weight")) if wpe_lr != 1 else (lambda n: False)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not own(n)]
     other = [p for n, p in model.named_parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW(
-        [{"params": decay, "weight_decay": 0.1}, {"params": other, "weight_decay": 0.0}],
-        lr=lr, betas=(0.9, 0.95),
-    )
-    if opt_state is not None:
+    groups = [{"params": decay, "weight_decay": 0.1, "scale": 1.0},
+              {"params": other, "weight_decay": 0.0, "scale": 1.0}]
+    groups += [{"params": [p for n, p in model.named_parameters() if own(n)], "weight_decay": 0.0, "scale": wpe_lr}
+               ] if wpe_lr != 1 else []
+    opt = torch.optim.AdamW(groups, lr=lr, betas=(0.9, 0.95))
+    if opt_state is not None and len(opt_state["param_groups"]) == len(groups):
         opt.load_state_dict(opt_state)
+    elif opt_state is not None:
+        print(f"[{label}] the saved optimizer state has {len(opt_state['param_groups'])} parameter groups, this run "
+              f"{len(groups)} (--wpe-lr): AdamW's moments start afresh", flush=True)
     t0 = last_save = time.time()
     step, reported = start_step, None
     def progress_now() -> float:
@@ -403,7 +410,7 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
         cosine = 1.0 if constant else 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
         scale = min(1.0, (step + 1) / warmup) * cosine
         for group in opt.param_groups:
-            group["lr"] = lr * scale
+            group["lr"] = lr * scale * group.get("scale", 1.0)
         x = next(stream_at(progress))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
             if isinstance(x, tuple):  # (rows, targets): the output layer runs only where a target is kept
@@ -542,6 +549,10 @@ def main() -> None:
     ap.add_argument("--copy-until", type=float, default=None, metavar="NATS",
                     help="end the copy warm-up once the probe's second copy costs less than NATS per token (checked "
                          "every 50 steps; --copy-steps is then the most it may take, at a constant rate)")
+    ap.add_argument("--wpe-lr", type=float, default=1.0, metavar="SCALE",
+                    help="position embeddings learn at SCALE x the rate, without weight decay: in the bundled model "
+                         "they were 15x smaller than the token embeddings, too small for heads that attend by position "
+                         "(a previous-token head, which an induction head needs)")
     ap.add_argument("--copy-pool", type=int, default=None,
                     help="the copy warm-up draws from this many most frequent ids (default: --repeat-pool); fewer "
                          "ids are told apart more easily by heads of 32 dimensions, so copying forms sooner")
@@ -571,6 +582,8 @@ def main() -> None:
         ap.error(f"--copy-until {args.copy_until}: needs --copy-steps (the most the warm-up may take) and a loss "
                  "between 0 and 10 nats/token (e.g. 1.0; the first copy costs about 7.6)")
     longest_span = (args.copy_context + 1) // 2  # a span's ids are distinct
+    if not 0 < args.wpe_lr <= 100:
+        ap.error(f"--wpe-lr {args.wpe_lr}: a multiple of the learning rate above 0 and at most 100 (e.g. 10)")
     if args.copy_pool is not None and not longest_span <= args.copy_pool <= args.repeat_pool:
         ap.error(f"--copy-pool {args.copy_pool}: between {longest_span} (the longest span of --copy-context "
                  f"{args.copy_context}, all distinct ids) and --repeat-pool ({args.repeat_pool}) ids (e.g. 300)")
@@ -708,7 +721,8 @@ def main() -> None:
         notes["copy_steps_taken"] = train_loop(
             model, lambda _: copies, 0, args.lr, 30, "phase0", steps=args.copy_steps, start_step=start,
             report=copy_report, report_every=50 if until else 100, opt_state=opt_state, checkpoint=saver(0, model),
-            checkpoint_seconds=args.checkpoint_minutes * 60, constant=until is not None, until=until)
+            checkpoint_seconds=args.checkpoint_minutes * 60, constant=until is not None, until=until,
+            wpe_lr=args.wpe_lr)
         for m, rate in zip(dropouts, rates, strict=True):  # phase 1 trains with the model's own dropout
             m.p = rate
     steps1 = args.steps[0] if args.steps else None
@@ -725,7 +739,7 @@ def main() -> None:
                             100 if base is None else 10, "phase1", steps=steps1,
                             report=report, bf16=args.bf16, start_step=start,
                             opt_state=opt_state, checkpoint=saver(1, model),
-                            checkpoint_seconds=args.checkpoint_minutes * 60)
+                            checkpoint_seconds=args.checkpoint_minutes * 60, wpe_lr=args.wpe_lr)
 
     # Phase 2: the full GPT-2 vocabulary (the same for a warm start and a run from scratch).
     if resumed is None or resumed["phase"] in (0, 1):
@@ -743,7 +757,7 @@ def main() -> None:
     steps2 = train_loop(full, lambda _: stream_full, budget * args.full_vocab_fraction, args.lr / 3, 10, "phase2",
                         steps=args.steps[1] if args.steps else None, report=lambda: losses(full), bf16=args.bf16,
                         start_step=start, opt_state=opt_state, checkpoint=saver(2, full),
-                        checkpoint_seconds=args.checkpoint_minutes * 60)
+                        checkpoint_seconds=args.checkpoint_minutes * 60, wpe_lr=args.wpe_lr)
     train_minutes = minutes_before + (time.time() - t_start) / 60
 
     # Store in float16 (size limit), then measure what was stored, in float32.
@@ -812,6 +826,7 @@ def main() -> None:
         "copy_share": args.copy_share,
         "copy_dropout": args.copy_dropout,
         "copy_pool": args.copy_pool,
+        "wpe_lr": args.wpe_lr,
         "copy_lm_share": args.copy_lm_share,
         "attn_dropout": args.attn_dropout,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",

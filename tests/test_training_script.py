@@ -266,3 +266,17 @@ def test_the_loop_ignores_masked_targets_and_stops_when_its_goal_is_reached(trai
     taken = train.train_loop(model, lambda _: iter([x] * 100), 0, 1e-2, 1, "t", steps=100, report=lambda: "r",
                              report_every=5, constant=True, until=until)
     assert taken == 5 and asked == [0, 1]  # asked at steps 0 and 5, stopped at the second
+
+
+def test_position_embeddings_can_learn_faster_without_weight_decay(train):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    def trained(wpe_lr):
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **train.size_of(context=16, width=16, layers=1, heads=2)))
+        start = model.transformer.wpe.weight.detach().clone()
+        x = torch.randint(0, 20, (4, 9))
+        train.train_loop(model, lambda _: iter([x] * 2), 0, 1e-3, 1, "t", steps=2, wpe_lr=wpe_lr, constant=True)
+        return (model.transformer.wpe.weight - start)[:8].abs().mean().item()
+    # Adam moves each weight about lr per step: ten times the rate, about ten times the change
+    assert 5 < trained(10.0) / trained(1.0) < 15
