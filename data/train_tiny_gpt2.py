@@ -730,7 +730,7 @@ def main() -> None:
         start, opt_state = resume_into(model, 1)
         if base is None:
             report = None
-        elif args.copy_steps:  # is the copying the warm-up formed still there?
+        elif args.copy_steps or args.copy_share:  # is there copying (formed by the warm-up, or forming)?
             def report() -> str:
                 return f"{report1()}; {copy_report()}"
         else:
