@@ -280,3 +280,20 @@ def test_position_embeddings_can_learn_faster_without_weight_decay(train):
         return (model.transformer.wpe.weight - start)[:8].abs().mean().item()
     # Adam moves each weight about lr per step: ten times the rate, about ten times the change
     assert 5 < trained(10.0) / trained(1.0) < 15
+
+
+@pytest.mark.parametrize("argv, named", [
+    (["--copy-until", "1.0"], "--copy-until 1.0: needs --copy-steps"),
+    (["--copy-steps", "10", "--copy-until", "12"], "between 0 and 10"),
+    (["--copy-share", "1"], "--copy-share 1.0"),
+    (["--copy-lm-share", "-0.1"], "--copy-lm-share -0.1"),
+    (["--copy-pool", "10"], "--copy-pool 10: between 32"),
+    (["--copy-dropout", "1"], "--copy-dropout 1.0"),
+    (["--wpe-lr", "0"], "--wpe-lr 0.0"),
+])
+def test_bad_training_options_are_refused_before_any_work_with_the_range(train, monkeypatch, capsys, argv, named):
+    monkeypatch.setattr("sys.argv", ["train_tiny_gpt2.py", *argv])
+    monkeypatch.setattr(train, "gpt2_tokenizer", lambda: pytest.fail("work started before the options were checked"))
+    with pytest.raises(SystemExit) as exit_info:
+        train.main()
+    assert exit_info.value.code == 2 and named in capsys.readouterr().err
