@@ -589,6 +589,9 @@ def main() -> None:
                  f"{args.copy_context}, all distinct ids) and --repeat-pool ({args.repeat_pool}) ids (e.g. 300)")
     if args.copy_dropout is not None and not 0 <= args.copy_dropout < 1:
         ap.error(f"--copy-dropout {args.copy_dropout}: a dropout rate is at least 0 and below 1 (e.g. 0)")
+    if args.copy_share and args.repeat_pool < (args.context + 1) // 2:
+        ap.error(f"--repeat-pool {args.repeat_pool}: phase 1's copy rows (--copy-share) draw spans of up to "
+                 f"{(args.context + 1) // 2} distinct ids (half of --context {args.context}); use at least that many")
     if not 0 <= args.copy_share < 1:
         ap.error(f"--copy-share {args.copy_share}: the share of phase 1's rows that are copy rows must be at least 0 "
                  "and below 1 (e.g. 0.1)")

@@ -289,6 +289,7 @@ def test_position_embeddings_can_learn_faster_without_weight_decay(train):
     (["--copy-until", "1.0"], "--copy-until 1.0: needs --copy-steps"),
     (["--copy-steps", "10", "--copy-until", "12"], "between 0 and 10"),
     (["--copy-share", "1"], "--copy-share 1.0"),
+    (["--copy-share", "0.1", "--repeat-pool", "100"], "--repeat-pool 100: phase 1's copy rows"),
     (["--copy-lm-share", "-0.1"], "--copy-lm-share -0.1"),
     (["--copy-pool", "10"], "--copy-pool 10: between 32"),
     (["--copy-dropout", "1"], "--copy-dropout 1.0"),
