@@ -249,10 +249,10 @@ def copy_batches(pool: torch.Tensor, block: int, batch: int, gen: torch.Generato
     """Batches ``(rows, targets)`` of ``copy_row``s for the copy warm-up (``--copy-steps``).
 
     Only copying predicts the second copy, so an induction head (a previous-token head, then one that attends to
-    the id after the current id's earlier occurrence) is the one way down for the loss. Spread thin among ordinary
-    rows (``--repeat-share`` 8-25%) repeated spans had formed no induction head after 1,300 steps of a 4-layer
-    model; a run of these rows first forms one. The learning rate matters: a 4-layer, 160-wide toy formed copying
-    after about 1,000 steps at ``--lr 3e-3`` and not in 1,150 at 1e-3. Phase 0 reports the probe rows' losses.
+    the id after the current id's earlier occurrence) is the one way down for the loss. Whether such rows form one
+    in a time 2 CPU cores allow is still open: a 2-layer, 128-wide toy on them (500 ids, lr 3e-3) formed none in
+    5,000 steps, while rows with a fixed distance between the copies were "solved" in 200 (the shortcut that
+    ``copy_row`` describes). Phase 0 reports the probe rows' losses.
     """
     while True:
         rows = [copy_row(pool, block, gen) for _ in range(batch)]
@@ -565,7 +565,7 @@ def main() -> None:
                     help="phase 1's peak learning rate when it differs from --lr (the copy warm-up's)")
     ap.add_argument("--copy-lm-share", type=float, default=0.0,
                     help="share of the copy warm-up's rows that are language windows instead (0-1); 100%% copy rows "
-                         "formed copying in 400-500 steps but left held-out losses of 13 (en) and 10 (zh) nats/token")
+                         "left held-out losses of 12-13 (en) and 9-10 (zh) nats/token")
     ap.add_argument("--attn-dropout", type=float, default=0.1,
                     help="dropout on attention weights (0 saves a tenth of a step; the first run used 0.1)")
     ap.add_argument("--checkpoint", type=Path, default=CACHE / "checkpoint",
