@@ -17,18 +17,26 @@ Chinese corpus: the 57,607 Tang poems of the npm package ``chinese-poetry@2.0.1`
 reads ``title``, ``author``, then one line per couplet; poems are joined by ``<|endoftext|>``. Every
 ``POEM_HOLDOUT_EVERY``-th poem (in file order) is held out for the Chinese held-out loss.
 
-The bundled model was made in two runs (both with fixed step counts, so a busy machine gives the same
-model)::
+The bundled model was made in three runs (all with fixed step counts, so a busy machine gives the same
+model, later), each starting from the one before::
 
     python data/train_tiny_gpt2.py --mix 0 --bf16 --steps 1400 60 --out /tmp/start  # from scratch, Shakespeare
-    python data/train_tiny_gpt2.py --init /tmp/start --mix 0.5 --lr 2e-3 --steps 300 30  # warm start, both
+    python data/train_tiny_gpt2.py --init /tmp/start --mix 0.5 --lr 2e-3 --steps 300 30 --out /tmp/run2  # both
+    python data/train_tiny_gpt2.py --init /tmp/run2 --mix 0.5 --lr 1.5e-3 --wpe-lr 10 --guide 1.0 \
+        --copy-share 0.15 --steps 1800 80 --report-windows 4  # the heads 03 teaches
 
 The first run was made by this script before it learned Chinese (commit d6c8c64, as
 ``--steps 1400 60``; its bundled model there is the starting checkpoint, so ``git show
 d6c8c64:data/models/tiny-gpt2-shakespeare/<file>`` gives it back without the 70-minute run). ``--mix 0``
-takes that script's path: the same random draws and phase-2 rule. ``--mix`` is the share of each batch
+takes that script's path: the same random draws and phase-2 rule. The second run is the model bundled at commit
+d60f395 (``git show d60f395:data/models/tiny-gpt2-bilingual/<file>``). ``--mix`` is the share of each batch
 that comes from the poems. ``--bf16`` (bfloat16 autocast) is only fast on CPUs with native bfloat16;
-without AVX512-BF16 it is about 10 times slower than float32, so the warm start ran in float32.
+without AVX512-BF16 it is about 10 times slower than float32, so the warm starts ran in float32.
+
+The third run adds what notebook 03 needs, attention heads of the kinds it measures: copy rows (``--copy-share``,
+``copy_row``) and a head guide (``--guide``, ``HeadGuide``), an extra loss on where two heads look. Without the
+guide no previous-token or induction head formed in any run 2 CPU cores allow (see ``HeadGuide``); ``--wpe-lr``
+lets the position embeddings, which a previous-token head reads, grow quickly.
 
 Speed trick, stated plainly: the softmax over GPT-2's 50257 tokens dominates the cost of a model this
 narrow, and the training split uses only about 20k distinct token ids. Phase 1 therefore trains with
@@ -316,6 +324,70 @@ def heldout_loss(model: GPT2LMHeadModel, data: torch.Tensor, block: int, windows
     return total / count
 
 
+class HeadGuide:
+    """An auxiliary loss that teaches two chosen heads the patterns notebook 03 scores (``--guide WEIGHT``).
+
+    Left to itself, a model this small on 2 CPU cores formed neither head: induction has a long plateau (a
+    previous-token head is useless until an induction head reads it, and the other way round), and toys on
+    rows of repeated random spans stayed on it for 5,000 steps. The guide removes the plateau by saying where
+    to look, not what to do with it: ``previous`` = (layer, head) is pushed to attend from each token to the
+    one before it, ``induction`` = (layer, later layer, head) from each token to every token that *followed*
+    an earlier occurrence of the same id (the mass on those keys; no loss where the id has not occurred
+    before). Both are computed from the head's own queries and keys (a hook on its layer's ``c_attn``), so the
+    model's attention is unchanged and must still learn, through the language loss, to use what those heads
+    read: what switching the induction head off costs is the test of that (``data/eval_bundled.py``).
+    """
+
+    def __init__(self, model: GPT2LMHeadModel, previous: tuple[int, int], induction: tuple[int, int],
+                 weight: float) -> None:
+        self.previous, self.induction, self.weight = previous, induction, weight
+        self.n_head = model.config.n_head
+        self.qkv: dict[int, torch.Tensor] = {}
+        blocks = model.transformer.h
+        self.hooks = [blocks[layer].attn.c_attn.register_forward_hook(self._keep(layer))
+                      for layer in sorted({previous[0], induction[0]})]
+
+    def _keep(self, layer: int):
+        def hook(_module, _inputs, output):
+            self.qkv[layer] = output
+        return hook
+
+    def remove(self) -> None:
+        for h in self.hooks:
+            h.remove()
+
+    def log_attention(self, layer: int, head: int) -> torch.Tensor:
+        """``[batch, query, key]``: the head's log attention weights in the last forward (causal)."""
+        out = self.qkv[layer].float()
+        d = out.shape[-1] // 3
+        hd = d // self.n_head
+        q, k = out[..., head * hd:(head + 1) * hd], out[..., d + head * hd:d + (head + 1) * hd]
+        scores = q @ k.transpose(-1, -2) * hd ** -0.5
+        T = scores.shape[-1]
+        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        return scores.masked_fill(~causal, float("-inf")).log_softmax(-1)
+
+    @staticmethod
+    def induction_keys(ids: torch.Tensor) -> torch.Tensor:
+        """``[batch, query, key]``: True where the key follows an earlier occurrence of the query's id."""
+        same = ids[:, :, None] == ids[:, None, :]  # [b, i, j]: id i == id j
+        keys = torch.zeros_like(same)
+        keys[:, :, 1:] = same[:, :, :-1]  # key k = j + 1
+        return keys & torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).tril()
+
+    def losses(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(previous-token loss, induction loss) in nats: -log of the weight on the wanted keys, averaged."""
+        lp = self.log_attention(*self.previous)
+        q = torch.arange(1, ids.shape[1])
+        prev = -lp[:, q, q - 1].mean()
+        lp = self.log_attention(*self.induction)
+        keys = self.induction_keys(ids)
+        rows = keys.any(-1)
+        ind = -torch.logsumexp(lp.masked_fill(~keys, float("-inf")), -1)[rows].mean()
+        return prev, ind
+
+
+
 def save_checkpoint(folder: Path, phase: int, step: int, model, opt, gen: torch.Generator,
                     minutes: float = 0.0, notes: dict | None = None) -> None:
     """Everything a resumed run needs, as safetensors and JSON (never a pickle): the model, AdamW's moments,
@@ -364,7 +436,8 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
                bf16: bool = False, start_step: int = 0, opt_state: dict | None = None,
                checkpoint: Callable[[int, torch.optim.Optimizer], None] | None = None,
                checkpoint_seconds: float = 300.0, constant: bool = False,
-               until: Callable[[], bool] | None = None, wpe_lr: float = 1.0) -> int:
+               until: Callable[[], bool] | None = None, wpe_lr: float = 1.0,
+               guide: HeadGuide | None = None, copy_weight: float = 1.0) -> int:
     """AdamW, linear warm-up, cosine decay over a wall-clock budget; returns the steps taken.
 
     The schedule follows elapsed time rather than a step count, so the run ends on budget on any
@@ -381,6 +454,8 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
     early when it returns True (the copy warm-up stops once copying has formed, not on a step count).
     ``wpe_lr`` != 1: the position embeddings learn at that multiple of the rate, without weight decay (a third
     parameter group; an optimizer state saved with two groups then starts afresh).
+    ``guide`` (a ``HeadGuide`` on ``model``) adds its attention loss to each step's loss. ``copy_weight``: each
+    kept target of a row with masked targets (a copy row's second copy) counts that many times in the mean.
     """
     own = (lambda n: n.endswith("wpe.weight")) if wpe_lr != 1 else (lambda n: False)
     decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and not own(n)]
@@ -417,16 +492,27 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
                 x, targets = x
                 keep = targets != -100
                 hidden = model.transformer(input_ids=x[:, :-1]).last_hidden_state
+                copy_rows = (~keep).any(1, keepdim=True).expand_as(keep)[keep]
                 logits, targets = model.lm_head(hidden[keep]), targets[keep]
             else:
                 logits, targets = model(input_ids=x[:, :-1]).logits.flatten(0, 1), x[:, 1:].flatten()
-        loss = torch.nn.functional.cross_entropy(logits.float(), targets)
-        loss.backward()
+                copy_rows = None
+        if copy_rows is None or copy_weight == 1:
+            loss = torch.nn.functional.cross_entropy(logits.float(), targets)
+        else:
+            each = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+            weights = torch.where(copy_rows, copy_weight, 1.0)
+            loss = (each * weights).sum() / weights.sum()
+        guided = guide.losses(x[:, :-1]) if guide is not None else None
+        total = loss if guided is None else loss + guide.weight * (guided[0] + guided[1])
+        total.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         opt.zero_grad(set_to_none=True)
         if step % 25 == 0:
-            print(f"[{label}] step {step:5d} loss {loss.item():.3f} ({time.time() - t0:.0f}s)", flush=True)
+            heads = "" if guided is None else (f" (guide: previous {guided[0].item():.2f}, "
+                                               f"induction {guided[1].item():.2f})")
+            print(f"[{label}] step {step:5d} loss {loss.item():.3f}{heads} ({time.time() - t0:.0f}s)", flush=True)
         step += 1
         if checkpoint is not None and time.time() - last_save > checkpoint_seconds:
             checkpoint(step, opt)
@@ -566,13 +652,24 @@ def main() -> None:
     ap.add_argument("--copy-lm-share", type=float, default=0.0,
                     help="share of the copy warm-up's rows that are language windows instead (0-1); 100%% copy rows "
                          "left held-out losses of 12-13 (en) and 9-10 (zh) nats/token")
+    ap.add_argument("--guide", type=float, default=0.0, metavar="WEIGHT",
+                    help="weight of the head guide's attention loss (HeadGuide; 0: none, e.g. 0.2)")
+    ap.add_argument("--guide-previous", type=int, nargs=2, default=(0, 0), metavar=("LAYER", "HEAD"),
+                    help="the head the guide teaches to attend to the previous token")
+    ap.add_argument("--guide-induction", type=int, nargs=2, default=(1, 0), metavar=("LAYER", "HEAD"),
+                    help="the head the guide teaches induction (a later layer than --guide-previous)")
+    ap.add_argument("--copy-weight", type=float, default=1.0, metavar="W",
+                    help="each copy-row target counts W times in a step's mean loss (phase 1 and 2; e.g. 5)")
+    ap.add_argument("--long-share", type=float, default=0.25,
+                    help="the last share of phase 1 that trains on full-context windows (the rest: half the context)")
     ap.add_argument("--attn-dropout", type=float, default=0.1,
                     help="dropout on attention weights (0 saves a tenth of a step; the first run used 0.1)")
     ap.add_argument("--checkpoint", type=Path, default=CACHE / "checkpoint",
                     help="folder for the resumable checkpoint (model, optimizer, random states)")
     ap.add_argument("--checkpoint-minutes", type=float, default=5.0)
+    ap.add_argument("--why", default=None, help="with --resume and other arguments: why (the card says it)")
     ap.add_argument("--resume", action="store_true",
-                    help="carry on from --checkpoint (needs --steps and the same arguments as the first call)")
+                    help="carry on from --checkpoint (needs --steps; other arguments than the first call's: say --why)")
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -598,6 +695,26 @@ def main() -> None:
     if not 0 <= args.copy_lm_share < 1:
         ap.error(f"--copy-lm-share {args.copy_lm_share}: the share of the copy warm-up's rows that are language "
                  "windows must be at least 0 and below 1 (e.g. 0.5)")
+    if not 1 <= args.copy_weight <= 100:
+        ap.error(f"--copy-weight {args.copy_weight}: a copy row's targets count at least once and at most 100 times "
+                 "(e.g. 5)")
+    if not 0 < args.long_share <= 1:
+        ap.error(f"--long-share {args.long_share}: the share of phase 1 on full-context windows must be above 0 (every "
+                 "position embedding must be trained) and at most 1 (e.g. 0.5)")
+    if not 0 <= args.guide <= 10:
+        ap.error(f"--guide {args.guide}: the guide's weight must be between 0 (no guide) and 10 (e.g. 0.2)")
+    if args.guide and not args.guide_previous[0] < args.guide_induction[0]:
+        ap.error(f"--guide-induction {args.guide_induction[0]} {args.guide_induction[1]}: an induction head reads what "
+                 f"a previous-token head wrote, so its layer must come after --guide-previous's "
+                 f"({args.guide_previous[0]}); e.g. --guide-previous 0 0 --guide-induction 1 0")
+    if args.guide:  # the guided heads must exist in the model trained (the starting checkpoint's shape, with --init)
+        shape = GPT2Config.from_pretrained(args.init) if args.init is not None else None
+        n_layer, n_head = (shape.n_layer, shape.n_head) if shape is not None else (args.layers, args.heads)
+        for name, (layer, head) in (("--guide-previous", args.guide_previous),
+                                    ("--guide-induction", args.guide_induction)):
+            if not (0 <= layer < n_layer and 0 <= head < n_head):
+                ap.error(f"{name} {layer} {head}: this model has layers 0..{n_layer - 1} and heads 0..{n_head - 1}; "
+                         "pick a head in them")
     resumed = load_checkpoint(args.checkpoint) if args.resume else None
     if args.resume and resumed is None:
         print(f"no checkpoint in {args.checkpoint}: starting from the beginning", flush=True)
@@ -643,6 +760,11 @@ def main() -> None:
         small = size_of(ctx, args.d_model, args.layers, args.heads, args.attn_dropout)
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **small))
 
+    def guide_for(net: GPT2LMHeadModel) -> HeadGuide | None:
+        return HeadGuide(net, tuple(args.guide_previous), tuple(args.guide_induction), args.guide) if args.guide \
+            else None
+    guide = guide_for(model)
+
     def losses(full_model: GPT2LMHeadModel) -> str:
         en = heldout_loss(full_model, en_held, ctx, args.report_windows)
         zh = heldout_loss(full_model, zh_held, ctx, args.report_windows)
@@ -661,7 +783,7 @@ def main() -> None:
     long = repeats(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen), sources1, pool1)
 
     def stream(progress: float):
-        return short if progress < 0.75 else long
+        return short if progress < 1 - args.long_share else long
     budget = args.minutes * 60 - (time.time() - t_start)
     print(f"phase 1: {len(used):,} output ids", flush=True)
     # Phase 2's rows for never-seen ids must be low after English and after Chinese: their direction is
@@ -673,6 +795,15 @@ def main() -> None:
         with torch.random.fork_rng():  # building the model draws random numbers; training must not notice
             return losses(full_vocabulary(model, used, small, report_x, fit_unseen=True))
     notes: dict = dict(resumed.get("notes", {})) if resumed else {}
+
+    def as_run() -> str:  # this call's command, the starting checkpoint shown as /tmp/start (the lineage says which)
+        return "python data/train_tiny_gpt2.py " + " ".join(
+            "/tmp/start" if args.init is not None and a == str(args.init) else a for a in sys.argv[1:])
+    # Each start of the run (the first and every --resume) with its command and first step: a run resumed with other
+    # arguments is not the one command's result, and the card says so.
+    notes["history"] = [*notes.get("history", []), {
+        "from_step": f"phase {resumed['phase']}, step {resumed['step']}" if resumed else "the start",
+        "command": as_run(), **({"why": args.why} if args.why else {})}]
 
     def saver(phase: int, net: GPT2LMHeadModel) -> Callable[[int, torch.optim.Optimizer], None]:
         def save(step: int, opt: torch.optim.Optimizer) -> None:
@@ -725,7 +856,7 @@ def main() -> None:
             model, lambda _: copies, 0, args.lr, 30, "phase0", steps=args.copy_steps, start_step=start,
             report=copy_report, report_every=50 if until else 100, opt_state=opt_state, checkpoint=saver(0, model),
             checkpoint_seconds=args.checkpoint_minutes * 60, constant=until is not None, until=until,
-            wpe_lr=args.wpe_lr)
+            wpe_lr=args.wpe_lr, guide=guide)
         for m, rate in zip(dropouts, rates, strict=True):  # phase 1 trains with the model's own dropout
             m.p = rate
     steps1 = args.steps[0] if args.steps else None
@@ -742,7 +873,8 @@ def main() -> None:
                             100 if base is None else 10, "phase1", steps=steps1,
                             report=report, bf16=args.bf16, start_step=start,
                             opt_state=opt_state, checkpoint=saver(1, model),
-                            checkpoint_seconds=args.checkpoint_minutes * 60, wpe_lr=args.wpe_lr)
+                            checkpoint_seconds=args.checkpoint_minutes * 60, wpe_lr=args.wpe_lr, guide=guide,
+                            copy_weight=args.copy_weight)
 
     # Phase 2: the full GPT-2 vocabulary (the same for a warm start and a run from scratch).
     if resumed is None or resumed["phase"] in (0, 1):
@@ -760,7 +892,8 @@ def main() -> None:
     steps2 = train_loop(full, lambda _: stream_full, budget * args.full_vocab_fraction, args.lr / 3, 10, "phase2",
                         steps=args.steps[1] if args.steps else None, report=lambda: losses(full), bf16=args.bf16,
                         start_step=start, opt_state=opt_state, checkpoint=saver(2, full),
-                        checkpoint_seconds=args.checkpoint_minutes * 60, wpe_lr=args.wpe_lr)
+                        checkpoint_seconds=args.checkpoint_minutes * 60, wpe_lr=args.wpe_lr, guide=guide_for(full),
+                        copy_weight=args.copy_weight)
     train_minutes = minutes_before + (time.time() - t_start) / 60
 
     # Store in float16 (size limit), then measure what was stored, in float32.
@@ -805,17 +938,9 @@ def main() -> None:
         "training_minutes": round(train_minutes, 1),
         "steps": {"phase1_restricted_vocab": steps1, "phase2_full_vocab": steps2,
                   "tokens_per_step": args.batch * ctx},
-        "command": "python data/train_tiny_gpt2.py " + " ".join(
-            "/tmp/start" if args.init is not None and a == str(args.init) else a for a in sys.argv[1:]),
+        "command": as_run(),
         "command_as_run": "python data/train_tiny_gpt2.py " + " ".join(sys.argv[1:]),
-        "start_checkpoint": None if start_stats is None else {
-            "command": "python data/train_tiny_gpt2.py --mix 0 --bf16 --steps 1400 60 --out /tmp/start",
-            "original_command": start_stats.get("command"),
-            "commit": "d6c8c64 (data/models/tiny-gpt2-shakespeare as bundled there)",
-            "held_out_loss_nats_per_token": start_stats.get("held_out_loss_nats_per_token"),
-            "training_minutes": start_stats.get("training_minutes"),
-            "steps": start_stats.get("steps"),
-        },
+        "lineage": [] if start_stats is None else [*runs_before(start_stats), earlier_run(start_stats, args.init)],
         "config": {**small, "vocab_size": tok.vocab_size, "phase1_output_ids": len(used)},
         "parameters": sum(p.numel() for p in full.parameters()),
         "torch": torch.__version__,
@@ -831,7 +956,13 @@ def main() -> None:
         "copy_pool": args.copy_pool,
         "wpe_lr": args.wpe_lr,
         "copy_lm_share": args.copy_lm_share,
+        "copy_weight": args.copy_weight,
+        "long_share": args.long_share,
+        "history": notes["history"] if len({h["command"] for h in notes["history"]}) > 1 else None,
         "attn_dropout": args.attn_dropout,
+        "guide": args.guide,
+        "guide_previous": list(args.guide_previous) if args.guide else None,
+        "guide_induction": list(args.guide_induction) if args.guide else None,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores",
     }
     (args.out / "training_stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
@@ -839,23 +970,56 @@ def main() -> None:
     print(f"next: python data/eval_bundled.py --model {args.out}  (measures the stored weights, writes the card)")
 
 
+def earlier_run(stats: dict, folder: Path) -> dict:
+    """What the card says of a run whose output (``folder``, with its ``training_stats.json``) this run started from:
+    its command, steps, minutes, held-out losses, and the commit that holds that folder (to get it back)."""
+    try:
+        rel = folder.resolve().relative_to(HERE.parent)
+        commit = subprocess.run(["git", "log", "-1", "--format=%h", "--", str(rel / "model.safetensors")],
+                                cwd=HERE.parent, capture_output=True, text=True, check=True).stdout.strip() or None
+    except (ValueError, OSError, subprocess.CalledProcessError):
+        rel, commit = None, None  # outside the repository, or no git: the card names no commit
+    return {"command": stats.get("command"), "steps": stats.get("steps"),
+            "training_minutes": stats.get("training_minutes"),
+            "english_held_out": stats.get("held_out_loss_nats_per_token"),
+            "tang_held_out": stats.get("chinese", {}).get("held_out_loss_nats_per_token"),
+            "commit": commit, "folder": None if rel is None else str(rel)}
+
+
+def runs_before(stats: dict) -> list[dict]:
+    """The runs before the one ``stats`` describes, oldest first (``lineage``; older cards kept one
+    ``start_checkpoint``, the Shakespeare-only run of commit d6c8c64)."""
+    if "lineage" in stats:
+        return list(stats["lineage"])
+    s = stats.get("start_checkpoint")
+    return [] if s is None else [{
+        "command": s["command"], "steps": s["steps"], "training_minutes": s["training_minutes"],
+        "english_held_out": s["held_out_loss_nats_per_token"], "tang_held_out": None,
+        "commit": s["commit"].split()[0], "folder": "data/models/tiny-gpt2-shakespeare"}]
+
+
 def model_card(stats: dict, ev: dict) -> str:
     """The model card: what it is, what it read, how it was made, and how good it is (``ev``: the results of
     ``data/eval_bundled.py`` on the stored weights)."""
-    cfg, zh, start = stats["config"], stats["chinese"], stats["start_checkpoint"]
+    cfg, zh = stats["config"], stats["chinese"]
     ho, hd, rm, ex = ev["heldout"], ev["heads"], ev["heads"]["repeated_mean"], ev["excerpts"]
     zs = ev["samples"]["chinese"]
     first_run = ""
-    if start is not None:
-        commit, st = start["commit"].split()[0], start["steps"]
-        first_run = (
-            f"First, from scratch on Shakespeare only ({st['phase1_restricted_vocab']}+{st['phase2_full_vocab']} "
-            f"steps, {start['training_minutes']} minutes, English held-out loss "
-            f"{start['held_out_loss_nats_per_token']}). It is the model bundled at commit {commit}, made there as\n"
-            f"`{start['original_command']}`; today's script takes the same path with `--mix 0` (not re-run to check\n"
-            f"it bit for bit), and `git show {commit}:data/models/tiny-gpt2-shakespeare/<file>` (its old folder)\n"
-            f"gives the checkpoint back:\n```\n{start['command']}\n```\nThen a warm start from it on both corpora "
-            "(the embedding rows of the token ids Shakespeare never used\nstart afresh at random):\n")
+    before = runs_before(stats)
+    if before:
+        def one(i: int, run: dict) -> str:
+            st = run["steps"]
+            losses = f"English held-out {run['english_held_out']}" + (
+                f", Tang {run['tang_held_out']}" if run.get("tang_held_out") else "")
+            where = (f" It is the model bundled at commit {run['commit']}: "
+                     f"`git show {run['commit']}:{run['folder']}/<file>` gives it back."
+                     if run.get("commit") and run.get("folder") else "")
+            start = "from scratch" if i == 0 else f"a warm start from run {i}"
+            return (f"{i + 1}. {start} ({st['phase1_restricted_vocab']}+{st['phase2_full_vocab']} steps, "
+                    f"{run['training_minutes']} minutes; {losses}).{where}\n   ```\n   {run['command']}\n   ```")
+        first_run = ("Made in steps, each run starting from the one before (`--init /tmp/start` names the previous "
+                     "run's output):\n\n" + "\n".join(one(i, r) for i, r in enumerate(before)) +
+                     f"\n{len(before) + 1}. This run, a warm start from run {len(before)}:\n")
     n_zh = len([r for r in ev["samples"]["rows"] if re.search("[\u4e00-\u9fff]", r["prompt"])])
     quality = [
         ("English held-out (the two plays)",
@@ -912,12 +1076,31 @@ def model_card(stats: dict, ev: dict) -> str:
             repeats += f"""- **Copy rows kept**: {stats['copy_share']:.0%} of the later rows are such copy rows too
   (`--copy-share`), so ordinary training does not wear the induction heads away.
 """
+    elif stats.get("copy_share"):
+        repeats += f"""- **Copy rows** ({stats['copy_share']:.0%} of training rows, drawn at random; `--copy-share`):
+  random frequent tokens (the {stats['repeat_pool']:,} most frequent training tokens) in which one span of 8 to half
+  a row of distinct tokens appears twice, at random places; the loss counts only the second copy.
+  Why: the second copy of a span can only be predicted by looking back at the first one, which is what induction
+  heads do (Olsson et al., 2022, "In-context learning and induction heads"), and notebook 03 teaches them.
+"""
+    if stats.get("guide"):
+        (pl, ph), (il_, ih) = stats["guide_previous"], stats["guide_induction"]
+        repeats += f"""- **A head guide** (`--guide {stats['guide']}`), an extra loss on two heads' attention weights,
+  not on the text: layer {pl}, head {ph} is pushed to attend from each token to the one before it; layer {il_},
+  head {ih} from each token to every token that followed an earlier occurrence of the same token (`HeadGuide` in the
+  script). Why: without it, no such head formed on 2 CPU cores. Earlier runs mixed in repeated spans (1,300
+  steps) and a copy warm-up (3,000 steps), and 2-layer toys trained only on copy rows stayed flat for 5,000 steps:
+  each head is useless until the other exists, so gradient descent finds neither for a long time (the "plateau"
+  before induction heads form). The guide says only where the two heads look; what they carry and how the later
+  layers use it is learnt from the ordinary next-token loss (text and copy rows), and switching the induction head
+  off (below) measures whether the model relies on it.
+"""
     dropout = ("no dropout on attention weights (`--attn-dropout 0`)" if stats.get("attn_dropout") == 0
                else "dropout 0.1")
     history = ""  # a run stopped and resumed with other arguments says so, step by step
     if stats.get("history"):
         history = "It ran in parts, each resuming the previous part's checkpoint:\n" + "\n".join(
-            f"- steps {h['steps']}: `{h['command']}`{' (' + h['why'] + ')' if h.get('why') else ''}"
+            f"- from {h['from_step']}: `{h['command']}`{' (' + h['why'] + ')' if h.get('why') else ''}"
             for h in stats["history"]) + "\n"
 
     def heads_row(kind: str, name: str) -> str:

@@ -294,6 +294,12 @@ def test_position_embeddings_can_learn_faster_without_weight_decay(train):
     (["--copy-pool", "10"], "--copy-pool 10: between 32"),
     (["--copy-dropout", "1"], "--copy-dropout 1.0"),
     (["--wpe-lr", "0"], "--wpe-lr 0.0"),
+    (["--guide", "-1"], "--guide -1.0: the guide's weight must be between 0"),
+    (["--copy-weight", "0.5"], "--copy-weight 0.5: a copy row's targets count at least once"),
+    (["--long-share", "0"], "--long-share 0.0: the share of phase 1 on full-context windows must be above 0"),
+    (["--guide", "1", "--guide-previous", "1", "0", "--guide-induction", "1", "2"], "its layer must come after"),
+    (["--guide", "1", "--guide-induction", "4", "0"], "--guide-induction 4 0: this model has layers 0..3"),
+    (["--guide", "1", "--guide-previous", "0", "5"], "--guide-previous 0 5: this model has layers 0..3 and heads 0..4"),
 ])
 def test_bad_training_options_are_refused_before_any_work_with_the_range(train, monkeypatch, capsys, argv, named):
     monkeypatch.setattr("sys.argv", ["train_tiny_gpt2.py", *argv])
@@ -301,3 +307,55 @@ def test_bad_training_options_are_refused_before_any_work_with_the_range(train, 
     with pytest.raises(SystemExit) as exit_info:
         train.main()
     assert exit_info.value.code == 2 and named in capsys.readouterr().err
+
+
+def test_the_head_guide_marks_the_keys_after_each_earlier_occurrence(train):
+    ids = torch.tensor([[5, 7, 9, 5, 7, 5]])
+    keys = train.HeadGuide.induction_keys(ids)[0]
+    assert keys[:3].sum() == 0  # 5, 7, 9: nothing earlier to look back at
+    assert keys[3].nonzero().flatten().tolist() == [1]  # the second 5: the 7 that followed the first
+    assert keys[4].nonzero().flatten().tolist() == [2]  # the second 7: the 9 after the first 7
+    assert keys[5].nonzero().flatten().tolist() == [1, 4]  # the third 5: after both earlier 5s
+    assert train.HeadGuide.induction_keys(torch.tensor([[4, 4]]))[0, 1].nonzero().flatten().tolist() == [1]
+
+
+def test_the_head_guide_teaches_its_two_heads_and_leaves_the_forward_alone(train):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=30, **train.size_of(context=32, width=32, layers=2, heads=2)))
+    model.eval()  # no dropout: the two forwards below must match exactly
+    span = torch.randperm(30)[:12]
+    x = torch.cat([span, span, span[:9]]).unsqueeze(0).repeat(4, 1)  # a span repeated: induction has a target
+    plain = model(input_ids=x[:, :-1]).logits
+    guide = train.HeadGuide(model, previous=(0, 1), induction=(1, 0), weight=1.0)
+    assert torch.equal(model(input_ids=x[:, :-1]).logits, plain)  # the guide only reads queries and keys
+    before = [v.item() for v in guide.losses(x[:, :-1])]
+    model.train()
+    train.train_loop(model, lambda _: iter([x] * 60), 0, 1e-2, 1, "t", steps=60, constant=True, guide=guide)
+    model.eval()
+    model(input_ids=x[:, :-1])
+    after = [v.item() for v in guide.losses(x[:, :-1])]
+    # -log(weight on the wanted keys): from about log(position) (spread out) to well below
+    assert before[0] > 1.5 and after[0] < 0.5 * before[0], (before, after)
+    assert before[1] > 1.5 and after[1] < 0.5 * before[1], (before, after)
+    guide.remove()
+    model(input_ids=x[:1, :-1])
+    assert guide.qkv[0].shape[0] == 4  # removed: the hooks no longer record
+
+
+def test_copy_weight_counts_only_the_copy_rows_targets_more(train):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    x = torch.randint(0, 20, (4, 9))
+    language = x[:, 1:].clone()  # every target kept: language rows only
+    with_copy = language.clone()
+    with_copy[0, :5] = -100  # row 0 a copy row: its first targets masked
+
+    def trained(targets, weight):
+        torch.manual_seed(0)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **train.size_of(context=16, width=16, layers=1, heads=2)))
+        train.train_loop(model, lambda _: iter([(x, targets)] * 2), 0, 1e-2, 1, "t", steps=2, copy_weight=weight)
+        return model.get_output_embeddings().weight.detach().clone()
+    assert torch.equal(trained(language, 1.0), trained(language, 5.0))  # no copy row: nothing to weigh
+    assert not torch.allclose(trained(with_copy, 1.0), trained(with_copy, 5.0))
