@@ -267,16 +267,18 @@ def copy_batches(pool: torch.Tensor, block: int, batch: int, gen: torch.Generato
         yield torch.stack([r for r, _ in rows]), torch.stack([t for _, t in rows])
 
 
-def with_copy_rows(stream: Iterator[torch.Tensor], pool: torch.Tensor, share: float, gen: torch.Generator
-                   ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+def with_copy_rows(stream: Iterator[torch.Tensor], pool: torch.Tensor | list[torch.Tensor], share: float,
+                   gen: torch.Generator) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """``stream``'s batches as ``(rows, targets)``, each row replaced, with probability ``share``, by a ``copy_row``
     (``--copy-share``: phase 1 keeps exercising the induction heads the warm-up formed, on the rows that formed
-    them); the other rows keep every target."""
+    them); the other rows keep every target. A list of pools: each copy row draws from one of them, at random."""
+    pools = pool if isinstance(pool, list) else [pool]
     for x in stream:
         targets = x[:, 1:].clone()
         for r in range(x.shape[0]):
             if share > 0 and float(torch.rand((), generator=gen)) < share:
-                x[r], targets[r] = copy_row(pool, x.shape[1], gen)
+                which = int(torch.randint(len(pools), (), generator=gen)) if len(pools) > 1 else 0
+                x[r], targets[r] = copy_row(pools[which], x.shape[1], gen)
         yield x, targets
 
 
@@ -660,6 +662,8 @@ def main() -> None:
                     help="the head the guide teaches induction (a later layer than --guide-previous)")
     ap.add_argument("--copy-weight", type=float, default=1.0, metavar="W",
                     help="each copy-row target counts W times in a step's mean loss (phase 1 and 2; e.g. 5)")
+    ap.add_argument("--copy-by-language", action="store_true",
+                    help="copy rows draw from one language's frequent tokens, or from both, at even odds")
     ap.add_argument("--long-share", type=float, default=0.25,
                     help="the last share of phase 1 that trains on full-context windows (the rest: half the context)")
     ap.add_argument("--attn-dropout", type=float, default=0.1,
@@ -775,12 +779,19 @@ def main() -> None:
     sources1 = [remap[en_train]] * (mix < 1) + [remap[zh_train]] * (mix > 0)
     pool1 = frequent_pool(torch.cat(sources1), args.repeat_pool, int(remap[EOT]))
 
-    def repeats(stream: Iterator[torch.Tensor], sources: list[torch.Tensor], pool: torch.Tensor):
+    def repeats(stream: Iterator[torch.Tensor], sources: list[torch.Tensor], pool: torch.Tensor, eot: int):
         stream = with_repeats(stream, sources, pool, args.repeat_share, gen)
-        return with_copy_rows(stream, pool, args.copy_share, gen) if args.copy_share else stream
+        if not args.copy_share:
+            return stream
+        # --copy-by-language: a copy row of one language's frequent tokens looks like that language's text (03 repeats
+        # common English tokens), not only like the mixture no text is; both languages, or either, at even odds
+        pools = [pool, *(frequent_pool(src, args.repeat_pool // 2, eot) for src in sources)] \
+            if args.copy_by_language and len(sources) > 1 else pool
+        return with_copy_rows(stream, pools, args.copy_share, gen)
+    eot1 = int(remap[EOT])
     short = repeats(mixed_batches(remap[en_train], remap[zh_train], ctx // 2, args.batch * 2, mix, gen),
-                    sources1, pool1)
-    long = repeats(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen), sources1, pool1)
+                    sources1, pool1, eot1)
+    long = repeats(mixed_batches(remap[en_train], remap[zh_train], ctx, args.batch, mix, gen), sources1, pool1, eot1)
 
     def stream(progress: float):
         return short if progress < 1 - args.long_share else long
@@ -887,7 +898,7 @@ def main() -> None:
         start, opt_state = resume_into(full, 2)
     sources2 = [en_train] * (mix < 1) + [zh_train] * (mix > 0)
     stream_full = repeats(mixed_batches(en_train, zh_train, ctx, args.batch, mix, gen), sources2,
-                          frequent_pool(torch.cat(sources2), args.repeat_pool, EOT))
+                          frequent_pool(torch.cat(sources2), args.repeat_pool, EOT), EOT)
     print("phase 2: full vocabulary", flush=True)
     steps2 = train_loop(full, lambda _: stream_full, budget * args.full_vocab_fraction, args.lr / 3, 10, "phase2",
                         steps=args.steps[1] if args.steps else None, report=lambda: losses(full), bf16=args.bf16,
@@ -957,6 +968,7 @@ def main() -> None:
         "wpe_lr": args.wpe_lr,
         "copy_lm_share": args.copy_lm_share,
         "copy_weight": args.copy_weight,
+        "copy_by_language": args.copy_by_language,
         "long_share": args.long_share,
         "history": notes["history"] if len({h["command"] for h in notes["history"]}) > 1 else None,
         "attn_dropout": args.attn_dropout,

@@ -359,3 +359,12 @@ def test_copy_weight_counts_only_the_copy_rows_targets_more(train):
         return model.get_output_embeddings().weight.detach().clone()
     assert torch.equal(trained(language, 1.0), trained(language, 5.0))  # no copy row: nothing to weigh
     assert not torch.allclose(trained(with_copy, 1.0), trained(with_copy, 5.0))
+
+
+def test_copy_rows_can_draw_each_row_from_one_of_several_pools(train):
+    english, chinese = torch.arange(100, 200), torch.arange(500, 600)
+    rows = [torch.zeros(33, dtype=torch.long) for _ in range(60)]
+    batch = torch.stack(rows)
+    x, _ = next(train.with_copy_rows(iter([batch]), [english, chinese], 1.0, torch.Generator().manual_seed(0)))
+    drawn = [("en" if (r >= 100).all() and (r < 200).all() else "zh" if (r >= 500).all() else "both") for r in x]
+    assert set(drawn) == {"en", "zh"} and 15 < drawn.count("en") < 45  # each row from one pool, either at even odds
