@@ -23,7 +23,10 @@ model, later), each starting from the one before::
     python data/train_tiny_gpt2.py --mix 0 --bf16 --steps 1400 60 --out /tmp/start  # from scratch, Shakespeare
     python data/train_tiny_gpt2.py --init /tmp/start --mix 0.5 --lr 2e-3 --steps 300 30 --out /tmp/run2  # both
     python data/train_tiny_gpt2.py --init /tmp/run2 --mix 0.5 --lr 1.5e-3 --wpe-lr 10 --guide 1.0 \
-        --copy-share 0.15 --steps 1800 80 --report-windows 4  # the heads 03 teaches
+        --copy-share 0.15 --copy-weight 5 --long-share 0.5 --copy-by-language --steps 1800 80 --report-windows 4
+
+The third run (the heads 03 teaches) ran in three parts: the last three options joined at steps 746 and 943 of
+phase 1 (``--resume --why``); its card lists each part's command and reason.
 
 The first run was made by this script before it learned Chinese (commit d6c8c64, as
 ``--steps 1400 60``; its bundled model there is the starting checkpoint, so ``git show
@@ -59,6 +62,7 @@ import math
 import os
 import platform
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -808,8 +812,11 @@ def main() -> None:
     notes: dict = dict(resumed.get("notes", {})) if resumed else {}
 
     def as_run() -> str:  # this call's command, the starting checkpoint shown as /tmp/start (the lineage says which)
-        return "python data/train_tiny_gpt2.py " + " ".join(
-            "/tmp/start" if args.init is not None and a == str(args.init) else a for a in sys.argv[1:])
+        argv = list(sys.argv[1:])
+        if "--why" in argv:  # the reason is stored beside the command, not in it
+            del argv[argv.index("--why"):argv.index("--why") + 2]
+        return "python data/train_tiny_gpt2.py " + shlex.join(
+            "/tmp/start" if args.init is not None and a == str(args.init) else a for a in argv)
     # Each start of the run (the first and every --resume) with its command and first step: a run resumed with other
     # arguments is not the one command's result, and the card says so.
     notes["history"] = [*notes.get("history", []), {

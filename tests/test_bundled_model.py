@@ -17,6 +17,16 @@ import inferlab as il
 
 EXCERPT = Path(__file__).resolve().parents[1] / "data" / "heldout_excerpt.txt"  # Julius Caesar: never trained on
 HAN = re.compile(r"[\u4e00-\u9fff]")
+ZH_PROMPTS = ("床前明月光，", "春眠不觉晓，", "静夜思\n李白\n床前明月光，疑是地上霜。")  # what the notebooks ask
+
+
+def common(ch: str) -> bool:
+    """Whether a Chinese character is a common one: in GB 2312's first level (the 3,755 most used characters)."""
+    try:
+        first = ch.encode("gb2312")[0]
+    except UnicodeEncodeError:
+        return False
+    return 0xB0 <= first <= 0xD7
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +38,9 @@ def test_english_held_out_excerpt_stays_near_the_card(model):
     ids = model.encode(EXCERPT.read_text(encoding="utf-8"))[:512]
     logits = il.forward_full(model, ids)[0]
     loss = torch.nn.functional.cross_entropy(logits[:-1].float(), torch.tensor(ids[1:])).item()
-    # 4.49 nats/token with the stored weights; the Shakespeare-only model had 4.42 here. The issue's limit
-    # for the two held-out plays is 4.6; this excerpt reads a little easier than the plays' average.
-    assert loss < 4.6, f"English held-out excerpt: {loss:.3f} nats/token"
+    # 4.46 nats/token with the stored weights (4.49 before the third run; the Shakespeare-only model had 4.42 here).
+    # The two held-out plays: 4.44, the issue's limit 4.45.
+    assert loss < 4.55, f"English held-out excerpt: {loss:.3f} nats/token"
 
 
 def test_chinese_prompt_continues_in_chinese_and_english_in_english(model):
@@ -56,3 +66,71 @@ def test_thinking_split_of_a_chinese_answer_shows_whole_characters(model):
     for budget in range(1, 11):  # wherever the cut falls, each side shows only whole characters
         hidden, visible, _ = split_thinking(trace, budget)
         assert "\ufffd" not in hidden + visible and hidden + visible == trace.text
+
+
+# --------------------------------------------------------------------- notebook 03's heads, on the bundled model
+PROMPT_03 = "ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun."
+
+
+@pytest.fixture(scope="module")
+def pool(model):
+    from inferlab.paths import heldout_text
+
+    return il.heads.token_pool(model, heldout_text(), 200)  # 03's pool: tokens the model has read
+
+
+def scores_03(model, pool, seed=0):
+    trace = il.generate(model, PROMPT_03, max_new_tokens=6, record=("embeddings", "attention", "residual"))
+    return il.heads.head_scores(model, il.attention.Patterns.from_trace(trace), repeat_len=20, pool=pool, seed=seed)
+
+
+def test_03_finds_a_previous_token_head_and_an_induction_head_it_feeds(model, pool):
+    s = scores_03(model, pool)
+    for kind in ("previous", "induction"):
+        layer, head, score = s.top(kind)
+        assert score >= 3 * s.baseline[kind], f"{kind}: L{layer}H{head} {score:.3f} < 3 x chance {s.baseline[kind]:.3f}"
+    check = s.induction_check()
+    assert check.is_induction, check  # above chance, not in layer 0, a previous-token head before it
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_second_copy_is_copied_and_switching_the_induction_head_off_costs_over_a_nat(model, pool, seed):
+    s = scores_03(model, pool, seed)
+    ids, R = s.repeated.ids, s.repeat_len
+    logits = il.forward_full(model, ids)[0].float()
+    nll = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
+    first = float(nll[1:R].mean())  # tokens 2..R of the first copy: random, nothing to copy
+    ab = il.heads.ablate(model, ids, [s.top("induction")[:2]], start=R + 2)
+    # stored weights, seeds 0-2: first copy 10.4 / 10.8 / 9.0, second 7.6 / 8.1 / 7.6, head off 9.9 / 10.9 / 9.3
+    # nats/token. The issue's aim for the second copy (3.0) is not reached yet; copying must not get weaker.
+    assert ab.loss <= first - 1.0, f"second copy {ab.loss:.2f} vs first {first:.2f} nats/token: the model does not copy"
+    assert ab.loss_off - ab.loss >= 1.0, ab
+
+
+def test_tang_held_out_excerpt_stays_near_the_card(model):
+    text = (Path(__file__).resolve().parents[1] / "data" / "heldout_tang_excerpt.txt").read_text(encoding="utf-8")
+    ids = model.encode(text)
+    total, count = 0.0, 0
+    for s in range(0, len(ids) - 1, model.info.n_ctx):
+        chunk = ids[s : s + model.info.n_ctx + 1]
+        logits = il.forward_full(model, chunk[:-1])[0].float()
+        total += torch.nn.functional.cross_entropy(logits, torch.tensor(chunk[1:]), reduction="sum").item()
+        count += len(chunk) - 1
+    # 2.87 nats/token with the stored weights (3.34 before the third run); the held-out poems 2.87 (the aim: 2.70)
+    assert total / count < 2.95, f"Tang held-out excerpt: {total / count:.3f} nats/token"
+
+
+def test_sampled_chinese_is_mostly_common_characters(model):
+    """At the notebooks' settings (temperature 0.8, top-k 40) the poems' prompts continue mostly in common characters
+    (0.91 of them with the stored weights; 0.63 before the third run) and some clauses have a Tang line's 5 or 7
+    characters (0.27; none before). The issue's aim, mostly such clauses, is not reached yet."""
+    han, clauses = [], []
+    for prompt in ZH_PROMPTS:
+        for seed in range(3):
+            text = il.generate(model, prompt, max_new_tokens=32, temperature=0.8, top_k=40, seed=seed).text
+            assert "\ufffd" not in text, (prompt, seed, text)
+            han += HAN.findall(text)
+            clauses += [c for c in re.split(r"[，。\n]", text)[:-1] if c]  # the last may be cut off
+    share = sum(map(common, han)) / len(han)
+    shaped = sum(len(c) in (5, 7) and all(map(HAN.match, c)) for c in clauses) / len(clauses)
+    assert share >= 0.85 and shaped >= 0.2, (share, shaped, clauses)
