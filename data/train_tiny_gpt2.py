@@ -1096,9 +1096,15 @@ def model_card(stats: dict, ev: dict) -> str:
   (`--copy-share`), so ordinary training does not wear the induction heads away.
 """
     elif stats.get("copy_share"):
+        half = stats["repeat_pool"] // 2
+        by_language = (f"; with `--copy-by-language` a row may instead draw from the {half:,} most frequent of English "
+                       "or of Chinese, each of the three pools at even odds"
+                       if stats.get("copy_by_language") else "")
+        weight = (f", each of its targets counted {stats['copy_weight']:g} times (`--copy-weight`)"
+                  if stats.get("copy_weight", 1) != 1 else "")
         repeats += f"""- **Copy rows** ({stats['copy_share']:.0%} of training rows, drawn at random; `--copy-share`):
-  random frequent tokens (the {stats['repeat_pool']:,} most frequent training tokens) in which one span of 8 to half
-  a row of distinct tokens appears twice, at random places; the loss counts only the second copy.
+  random frequent tokens (the {stats['repeat_pool']:,} most frequent training tokens{by_language}) in which one span of
+  8 to half a row of distinct tokens appears twice, at random places; the loss counts only the second copy{weight}.
   Why: the second copy of a span can only be predicted by looking back at the first one, which is what induction
   heads do (Olsson et al., 2022, "In-context learning and induction heads"), and notebook 03 teaches them.
 """

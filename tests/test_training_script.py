@@ -368,3 +368,14 @@ def test_copy_rows_can_draw_each_row_from_one_of_several_pools(train):
     x, _ = next(train.with_copy_rows(iter([batch]), [english, chinese], 1.0, torch.Generator().manual_seed(0)))
     drawn = [("en" if (r >= 100).all() and (r < 200).all() else "zh" if (r >= 500).all() else "both") for r in x]
     assert set(drawn) == {"en", "zh"} and 15 < drawn.count("en") < 45  # each row from one pool, either at even odds
+
+
+def test_the_bundled_models_card_is_what_its_stored_measurements_write(train):
+    """The card is written from training_stats.json and eval.json (``data/eval_bundled.py --card-only`` rewrites it):
+    a hand edit, or a new measurement without a new card, shows here."""
+    folder = ROOT / "data" / "models" / "tiny-gpt2-bilingual"
+    stats, ev = (json.loads((folder / name).read_text(encoding="utf-8"))
+                 for name in ("training_stats.json", "eval.json"))
+    card = train.model_card(stats, ev)
+    assert card == (folder / "README.md").read_text(encoding="utf-8")
+    assert "head guide" in card and "It ran in parts" in card and "git show d60f395:" in card
