@@ -337,7 +337,7 @@ class HeadGuide:
     previous-token head is useless until an induction head reads it, and the other way round), and toys on
     rows of repeated random spans stayed on it for 5,000 steps. The guide removes the plateau by saying where
     to look, not what to do with it: ``previous`` = (layer, head) is pushed to attend from each token to the
-    one before it, ``induction`` = (layer, later layer, head) from each token to every token that *followed*
+    one before it, ``induction`` = (a later layer, head) from each token to every token that *followed*
     an earlier occurrence of the same id (the mass on those keys; no loss where the id has not occurred
     before). Both are computed from the head's own queries and keys (a hook on its layer's ``c_attn``), so the
     model's attention is unchanged and must still learn, through the language loss, to use what those heads
@@ -391,7 +391,6 @@ class HeadGuide:
         rows = keys.any(-1)
         ind = -torch.logsumexp(lp.masked_fill(~keys, float("-inf")), -1)[rows].mean()
         return prev, ind
-
 
 
 def save_checkpoint(folder: Path, phase: int, step: int, model, opt, gen: torch.Generator,
