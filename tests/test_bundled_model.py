@@ -38,9 +38,9 @@ def test_english_held_out_excerpt_stays_near_the_card(model):
     ids = model.encode(EXCERPT.read_text(encoding="utf-8"))[:512]
     logits = il.forward_full(model, ids)[0]
     loss = torch.nn.functional.cross_entropy(logits[:-1].float(), torch.tensor(ids[1:])).item()
-    # 4.46 nats/token with the stored weights (4.49 before the third run; the Shakespeare-only model had 4.42 here).
-    # The two held-out plays: 4.44, the issue's limit 4.45.
-    assert loss < 4.55, f"English held-out excerpt: {loss:.3f} nats/token"
+    # 4.38 nats/token with the stored weights (4.46 before the fourth run; the Shakespeare-only model had 4.42 here).
+    # The two held-out plays: 4.38, the issue's limit 4.45.
+    assert loss < 4.45, f"English held-out excerpt: {loss:.3f} nats/token"
 
 
 def test_chinese_prompt_continues_in_chinese_and_english_in_english(model):
@@ -93,18 +93,29 @@ def test_03_finds_a_previous_token_head_and_an_induction_head_it_feeds(model, po
     assert check.is_induction, check  # above chance, not in layer 0, a previous-token head before it
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_the_second_copy_is_copied_and_switching_the_induction_head_off_costs_over_a_nat(model, pool, seed):
+def copy_losses(model, pool, seed: int):
+    """03's measure on seed ``seed``: the first copy's loss (tokens 2..R: random, nothing to copy) and the ablation of
+    the top induction head on the second copy (``.loss``: the second copy, ``.loss_off``: with the head off)."""
     s = scores_03(model, pool, seed)
     ids, R = s.repeated.ids, s.repeat_len
     logits = il.forward_full(model, ids)[0].float()
     nll = torch.nn.functional.cross_entropy(logits[:-1], torch.tensor(ids[1:]), reduction="none")
-    first = float(nll[1:R].mean())  # tokens 2..R of the first copy: random, nothing to copy
-    ab = il.heads.ablate(model, ids, [s.top("induction")[:2]], start=R + 2)
-    # stored weights, seeds 0-2: first copy 10.4 / 10.8 / 9.0, second 7.6 / 8.1 / 7.6, head off 9.9 / 10.9 / 9.3
-    # nats/token. The issue's aim for the second copy (3.0) is not reached yet; copying must not get weaker.
-    assert ab.loss <= first - 1.0, f"second copy {ab.loss:.2f} vs first {first:.2f} nats/token: the model does not copy"
+    return float(nll[1:R].mean()), il.heads.ablate(model, ids, [s.top("induction")[:2]], start=R + 2)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_the_second_copy_is_copied_and_switching_the_induction_head_off_costs_over_a_nat(model, pool, seed):
+    first, ab = copy_losses(model, pool, seed)
+    # stored weights, seeds 0-2: first copy 11.1 / 12.9 / 9.3, second 2.3 / 4.0 / 2.7, head off 8.8 / 11.7 / 9.1
+    # nats/token (the third run: second 7.6 / 8.1 / 7.6, head off 9.9 / 10.9 / 9.3)
+    assert ab.loss <= first - 3.0, f"second copy {ab.loss:.2f} vs first {first:.2f} nats/token: the model does not copy"
     assert ab.loss_off - ab.loss >= 1.0, ab
+
+
+def test_the_second_copy_costs_under_three_nats_over_five_seeds(model, pool):
+    """The issue's target, as the card measures it (mean of seeds 0-4): 2.64 nats/token with the stored weights."""
+    second = [copy_losses(model, pool, seed)[1].loss for seed in range(5)]
+    assert sum(second) / 5 <= 3.0, second
 
 
 def test_tang_held_out_excerpt_stays_near_the_card(model):
@@ -116,14 +127,16 @@ def test_tang_held_out_excerpt_stays_near_the_card(model):
         logits = il.forward_full(model, chunk[:-1])[0].float()
         total += torch.nn.functional.cross_entropy(logits, torch.tensor(chunk[1:]), reduction="sum").item()
         count += len(chunk) - 1
-    # 2.87 nats/token with the stored weights (3.34 before the third run); the held-out poems 2.87 (the aim: 2.70)
-    assert total / count < 2.95, f"Tang held-out excerpt: {total / count:.3f} nats/token"
+    # 2.79 nats/token with the stored weights (2.87 before the fourth run, 3.34 before the third); the held-out
+    # poems 2.79 (the aim: 2.70)
+    assert total / count < 2.85, f"Tang held-out excerpt: {total / count:.3f} nats/token"
 
 
 def test_sampled_chinese_is_mostly_common_characters(model):
     """At the notebooks' settings (temperature 0.8, top-k 40) the poems' prompts continue mostly in common characters
-    (0.91 of them with the stored weights; 0.63 before the third run) and some clauses have a Tang line's 5 or 7
-    characters (0.27; none before). The issue's aim, mostly such clauses, is not reached yet."""
+    (0.97 of them with the stored weights; 0.91 before the fourth run, 0.63 before the third) and some clauses have a
+    Tang line's 5 or 7 characters (0.25; none before the third run). The issue's aim, mostly such clauses, is not
+    reached yet."""
     han, clauses = [], []
     for prompt in ZH_PROMPTS:
         for seed in range(3):
@@ -133,4 +146,4 @@ def test_sampled_chinese_is_mostly_common_characters(model):
             clauses += [c for c in re.split(r"[，。\n]", text)[:-1] if c]  # the last may be cut off
     share = sum(map(common, han)) / len(han)
     shaped = sum(len(c) in (5, 7) and all(map(HAN.match, c)) for c in clauses) / len(clauses)
-    assert share >= 0.85 and shaped >= 0.2, (share, shaped, clauses)
+    assert share >= 0.9 and shaped >= 0.2, (share, shaped, clauses)

@@ -378,4 +378,7 @@ def test_the_bundled_models_card_is_what_its_stored_measurements_write(train):
                  for name in ("training_stats.json", "eval.json"))
     card = train.model_card(stats, ev)
     assert card == (folder / "README.md").read_text(encoding="utf-8")
-    assert "head guide" in card and "It ran in parts" in card and "git show d60f395:" in card
+    assert "head guide" in card
+    assert ("It ran in parts" in card) == bool(stats.get("history"))  # a resumed run lists its parts
+    for run in stats["lineage"]:  # every earlier run can be got back from its commit
+        assert run["commit"] is None or f"git show {run['commit']}:" in card
