@@ -14,7 +14,7 @@ import torch
 
 import inferlab as il
 from inferlab.fast.layouts import onednn_packing
-from inferlab.serve import BlockPool, Request, request, run, workload
+from inferlab.serve import BlockPool, Request, paged, request, run, workload
 from inferlab.serve.paged import PagedKV, Segment, resolve_weights
 
 
@@ -282,6 +282,24 @@ def test_paged_forward_matches_prefill_logits(model, weights):
     assert got.shape == (2, model.info.vocab_size)
     torch.testing.assert_close(got[0], il.prefill(model, [*b, 7])[0][0], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got[1], il.prefill(model, a)[0][0], rtol=1e-4, atol=1e-4)
+
+
+def test_decodes_of_very_different_lengths_attend_in_two_groups_and_match_prefill(model):
+    """Five requests decode at once: three short contexts and two long ones are gathered in two attention calls
+    (each padded to its own longest), not one padded to 40 positions; every row's logits are its own prefill's."""
+    lengths = (3, 4, 5, 38, 40)
+    ids = model.encode("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer the "
+                       "slings and arrows of outrageous fortune, or to take arms against a sea of troubles")
+    kv = PagedKV(model, 5 * 11, 4)
+    tables = [tuple(range(i * 11, (i + 1) * 11)) for i in range(len(lengths))]
+    kv.forward([Segment(tuple(ids[:n]), 0, t, False) for n, t in zip(lengths, tables, strict=True)])
+    decodes = [Segment((ids[n],), n, t, True) for n, t in zip(lengths, tables, strict=True)]
+    plan = paged._AttentionPlan(kv, decodes, model.device)
+    assert [len(rows) for rows, _, _ in plan.decode_groups] == [3, 2]
+    assert [slots.shape[1] for _, slots, _ in plan.decode_groups] == [6, 41]
+    got = kv.forward(decodes)
+    for row, n in enumerate(lengths):
+        torch.testing.assert_close(got[row], il.prefill(model, ids[:n + 1])[0][0], rtol=1e-4, atol=1e-4)
 
 
 def test_block_pool_counts():

@@ -44,6 +44,8 @@ class BenchSizes:
     requests: int = 16  # throughput and paged-vs-contiguous workloads
     workloads: int = 3  # the bench's throughput row: Poisson workloads (seeds) pooled; one run of each is noisy
     load: float = 1.0  # arrival rate / the estimated capacity (max_batch slots decoding the mean answer)
+    throughput_requests: int = 32  # the bench's throughput row: requests per workload, arriving at
+    throughput_load: float = 1.5  # this load, so that the queue seldom empties (see ``serve.bench.throughput_row``)
     prompt_tokens: tuple[int, int] = (16, 64)
     new_tokens: tuple[int, int] = (8, 128)
     peer_new_tokens: int = 32  # generate_batch takes one answer length for all
@@ -58,7 +60,8 @@ class BenchSizes:
     @classmethod
     def small(cls) -> BenchSizes:
         """Seconds, for the test suite: every row runs, none of its numbers means much."""
-        return cls(max_batch=4, requests=6, workloads=1, prompt_tokens=(4, 12), new_tokens=(2, 12), peer_new_tokens=4,
+        return cls(max_batch=4, requests=6, workloads=1, throughput_requests=6, prompt_tokens=(4, 12),
+                   new_tokens=(2, 12), peer_new_tokens=4,
                    fit_blocks=6, long_prompt=96, prefill_chunk=16, decoders=2, decoder_tokens=8, shared_prefix=64,
                    prefix_requests=3)
 
@@ -79,10 +82,12 @@ def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[float
     (``sizes.load`` times the requests/s that keep ``max_batch`` slots decoding answers of the mean length):
     ``(rate per s, one decode step's seconds at max_batch, {"static": result, "continuous": result})``.
 
-    Arriving faster (``load=1.25``) helped static batching more than continuous: its batches were full more often
-    (pooled over three workloads on a 2-core VM, 1.34x against 1.46x at ``load=1``)."""
+    The estimate is an upper bound (every slot decoding at every step, no prefill), so ``load=1`` already arrives
+    about as fast as continuous batching can finish; with a dozen requests the run is still mostly filling and
+    draining (notebook 09: continuous batching left 46% of its slots idle). The benchmark's throughput row therefore
+    runs more requests, faster (``throughput_requests``, ``throughput_load``)."""
     mean_new = sum(sizes.new_tokens) / 2
-    step = forward_s(model, sizes.max_batch, 1, context=sum(sizes.prompt_tokens) // 2 + int(mean_new) // 2)
+    step = forward_s(model, sizes.max_batch, 1, context=sum(sizes.prompt_tokens) // 2 + int(mean_new) // 2, repeats=9)
     rate = sizes.load * sizes.max_batch / step / mean_new
     reqs = workload(sizes.requests, rate, sizes.prompt_tokens, sizes.new_tokens, seed, model=model)
     return rate, step, {p: run(model, reqs, policy=p, max_batch=sizes.max_batch) for p in ("static", "continuous")}

@@ -11,7 +11,8 @@ tensor of ``[blocks * block_size, heads, head_dim]`` *slots*; position ``p`` of 
 ``table[p // block_size] * block_size + p % block_size``. Before the attention call each request's
 positions are gathered from its blocks into a contiguous ``[heads, key_pos, head_dim]`` (vLLM reads the
 blocks inside its kernel instead; gathering keeps this readable, and costs one copy of the context per
-layer). The decodes go through one padded attention call; each prompt chunk through its own.
+layer). The decodes go through one padded attention call, or two when their contexts differ widely (the short
+ones padded to the longest short one: ``_split_by_length``); each prompt chunk through its own.
 
 The arithmetic is Hugging Face's ``GPT2Block`` on the model's own tensors (``_hf.block_tensors``), as in
 ``inferlab.fast``. ``weights="model"`` runs the products on the model's own ``[in, out]`` weights (``addmm``, the
@@ -176,13 +177,12 @@ class _AttentionPlan:
     """Which slots each segment's queries read, worked out once per iteration and used by every layer."""
 
     def __init__(self, kv: PagedKV, segments: list[Segment], device) -> None:
-        self.logit_rows, self.chunks, decode_rows, decode_slots, row = [], [], [], [], 0
+        self.logit_rows, self.chunks, decodes, row = [], [], [], 0
         for s in segments:
             n, stop = len(s.tokens), s.start + len(s.tokens)
             slots = kv.slots(s.table, 0, stop)  # every position up to the segment's last
             if n == 1:
-                decode_rows.append(row)
-                decode_slots.append(slots)
+                decodes.append((row, slots))
             else:  # a prompt or a chunk of one: causal inside it, everything before it visible
                 mask = None
                 if s.start:  # query i (position start + i) sees keys 0 .. start + i; SDPA's is_causal would align
@@ -192,14 +192,7 @@ class _AttentionPlan:
             row += n
             if s.logits:
                 self.logit_rows.append(row - 1)
-        self.decode_rows = torch.tensor(decode_rows, device=device, dtype=torch.long)
-        self.decode_slots = self.decode_mask = None
-        if decode_slots:  # pad every decode's slot list to the longest; the padding is masked out
-            longest = max(len(s) for s in decode_slots)
-            self.decode_slots = torch.tensor([s + [0] * (longest - len(s)) for s in decode_slots], device=device)
-            if any(len(s) != longest for s in decode_slots):
-                lengths = torch.tensor([len(s) for s in decode_slots], device=device).view(-1, 1)
-                self.decode_mask = (torch.arange(longest, device=device) < lengths).view(len(decode_slots), 1, 1, -1)
+        self.decode_groups = [_decode_group(g, device) for g in _split_by_length(decodes)]
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, scale: float) -> torch.Tensor:
         """Attention for every query row of ``q`` ``[tokens, heads, head_dim]`` over its own request's slots."""
@@ -210,12 +203,39 @@ class _AttentionPlan:
             a = F.scaled_dot_product_attention(qs.unsqueeze(0), keys.unsqueeze(0), values.unsqueeze(0), attn_mask=mask,
                                                is_causal=mask is None, scale=scale)
             out[row:row + n] = a[0].transpose(0, 1)
-        if self.decode_slots is not None:
+        for rows, slots, mask in self.decode_groups:
             # index_select on the flat slot list, then a view: advanced indexing (t[slots]) took ~8x longer on a CPU
-            b, n = self.decode_slots.shape
-            keys, values = (t.index_select(0, self.decode_slots.view(-1)).view(b, n, *t.shape[1:]).transpose(1, 2)
+            b, n = slots.shape
+            keys, values = (t.index_select(0, slots.view(-1)).view(b, n, *t.shape[1:]).transpose(1, 2)
                             for t in (k, v))  # [batch, heads, key_pos, head_dim]
-            qs = q.index_select(0, self.decode_rows).unsqueeze(2)  # [batch, heads, 1, head_dim]
-            a = F.scaled_dot_product_attention(qs, keys, values, attn_mask=self.decode_mask, scale=scale)
-            out.index_copy_(0, self.decode_rows, a.squeeze(2))
+            qs = q.index_select(0, rows).unsqueeze(2)  # [batch, heads, 1, head_dim]
+            a = F.scaled_dot_product_attention(qs, keys, values, attn_mask=mask, scale=scale)
+            out.index_copy_(0, rows, a.squeeze(2))
         return out
+
+
+def _split_by_length(decodes: list[tuple[int, list[int]]]) -> list[list[tuple[int, list[int]]]]:
+    """The decode rows ``(row, slots)`` in one group, or two (shorter contexts, longer ones) where that gathers a
+    quarter fewer slots. One attention call pads every row's keys to the longest context: with requests that
+    started at different times (continuous batching), a new one's 20 positions are gathered as the oldest one's
+    200, and the gather (a copy of every layer's keys and values) is most of a decode step's attention."""
+    if len(decodes) < 4:
+        return [decodes] if decodes else []
+    ordered = sorted(decodes, key=lambda d: len(d[1]))
+    lengths = [len(sl) for _, sl in ordered]
+    n, longest = len(ordered), lengths[-1]
+    cost, cut = min((i * lengths[i - 1] + (n - i) * longest, i) for i in range(1, n))
+    return [ordered[:cut], ordered[cut:]] if cost <= 0.75 * n * longest else [decodes]
+
+
+def _decode_group(group: list[tuple[int, list[int]]], device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """``(rows, slots [rows, longest], mask)`` for one attention call: every row's slots padded to the group's
+    longest with slot 0, masked out (``mask`` None when the rows are equally long)."""
+    longest = max(len(sl) for _, sl in group)
+    rows = torch.tensor([r for r, _ in group], device=device, dtype=torch.long)
+    slots = torch.tensor([sl + [0] * (longest - len(sl)) for _, sl in group], device=device)
+    mask = None
+    if any(len(sl) != longest for _, sl in group):
+        lengths = torch.tensor([len(sl) for _, sl in group], device=device).view(-1, 1)
+        mask = (torch.arange(longest, device=device) < lengths).view(len(group), 1, 1, -1)
+    return rows, slots, mask
