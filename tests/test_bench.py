@@ -138,6 +138,9 @@ def test_serve_entry_prints_every_target_with_its_verdict(tmp_path, capsys):
         line = next((ln for ln in printed.splitlines() if needle in ln), None)
         assert line is not None, f"no row for {needle!r}"
         assert line.rstrip().endswith(("PASS", "FAIL")) and ("x " in line or "%" in line), line
+    detail = rows[0]["detail"]  # the throughput row's own workload: more requests, arriving faster than the estimate
+    assert "1 workloads of 5 requests" in detail and "1.5 x the estimated capacity" in detail, detail
+    assert "idle slots static/continuous" in detail, detail
     equal, diverged = rows[-2], rows[-1]
     assert equal["passed"] and equal["value"] == 1.0 and "preemptions" in equal["detail"]
     assert diverged["passed"] and diverged["value"] == 0 and "0 requests diverged" in diverged["detail"]
