@@ -297,6 +297,8 @@ def test_narrate_dtypes_explains_by_bytes_both_ways():
     assert "it converts each weight" not in slower
     barely = n07.dtypes({"float32": 0.010, "float16": 0.009}, {"float32": 4e8, "float16": 2e8}, "cpu", "gpt2")
     assert "did NOT make decode clearly faster" in barely  # 0.9x the time for half the bytes is not the bytes' story
+    part = n07.dtypes({"float32": 0.010, "bfloat16": 0.0076}, {"float32": 4e8, "bfloat16": 2e8}, "cpu", "gpt2")
+    assert "explain only part" in part and "0.76x the time" in part and "about half the time" not in part
     assert "nothing to compare" in n07.dtypes({"float32": 0.01}, {"float32": 4e8}, "cpu", "gpt2")
 
 
