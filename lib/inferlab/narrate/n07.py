@@ -109,11 +109,11 @@ def dtypes(tpots: Mapping[str, float], weight_bytes: Mapping[str, float], device
         return text + tr("**{best}** was fastest. A decode step's time follows the bytes it reads: half the bytes per "
                          "weight, about half the time to stream them, as a memory-bound step should.", best=best)
     if best != "float32" and time_x < 0.8:
-        return text + tr("**{best}** was fastest, but at {time:.2f}x the time for {nbytes:.2f}x the bytes the bytes "
-                         "explain only part of a decode step here: streaming alone would take about {nbytes:.2f}x. The "
-                         "rest is time that did not shrink with the format (on a CPU, for instance, the 16-bit "
-                         "kernels' arithmetic and each step's fixed overhead; not measured in this cell).",
-                         best=best, time=time_x, nbytes=bytes_x)
+        return text + tr("**{best}** was fastest, but its time did not fall as far as its bytes (to {nbytes:.2f}x): "
+                         "the bytes explain only part of a decode step here. The rest is time that did not shrink with "
+                         "the format (on a CPU, for instance, the 16-bit kernels' arithmetic and each step's fixed "
+                         "overhead; not measured in this cell).",
+                         best=best, nbytes=bytes_x)
     return text + tr("Half the bytes did NOT make decode clearly faster here, so on this {device} something other than "
                      "the bytes set the 16-bit step's time. A hypothesis, not measured in this cell: its matrix "
                      "kernels for 16-bit formats are slow, e.g. converting each weight to float32 as they multiply. "
