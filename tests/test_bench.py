@@ -5,6 +5,7 @@ The profiler, decode paths, compiler fallback and scoreboard are tested in ``tes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 
@@ -174,3 +175,23 @@ def test_a_divergence_is_judged_by_the_solo_runs_logit_margin(model, monkeypatch
     monkeypatch.setattr(serve_bench, "equality", lambda m: compare.Equality({"static": (3, 4, 0, True)}, (far,)))
     row = serve_bench.divergence_row(model)
     assert not row.passed and row.value == 1 and "static #0 token 1: margin 2.5" in row.detail
+
+
+def test_the_throughput_row_alternates_which_policy_runs_first(model, monkeypatch):
+    from inferlab.serve import bench as serve_bench
+    from inferlab.serve import compare
+
+    sizes = dataclasses.replace(compare.BenchSizes.small(), workloads=3)
+    _, _, res = compare.batching_runs(model, sizes, 0, ("continuous", "static"))
+    assert list(res) == ["continuous", "static"]  # run in the order asked
+    with pytest.raises(ValueError, match=r"order=.*'static' and 'continuous' once each"):
+        compare.batching_runs(model, sizes, 0, ("static", "static"))
+    orders, real = [], compare.batching_runs
+
+    def spy(m, s, seed, order):
+        orders.append((seed, order))
+        return real(m, s, seed, order)
+    monkeypatch.setattr(serve_bench, "batching_runs", spy)
+    row = serve_bench.throughput_row(model, sizes, seed=4)
+    assert orders == [(4, ("static", "continuous")), (5, ("continuous", "static")), (6, ("static", "continuous"))]
+    assert "3 workloads of 5 requests" in row.detail, row.detail

@@ -42,9 +42,9 @@ class BenchSizes:
 
     max_batch: int = 8
     requests: int = 16  # throughput and paged-vs-contiguous workloads
-    workloads: int = 3  # the bench's throughput row: Poisson workloads (seeds) pooled; one run of each is noisy
+    workloads: int = 2  # the bench's throughput row: Poisson workloads (seeds) pooled; one run of each is noisy
     load: float = 1.0  # arrival rate / the estimated capacity (max_batch slots decoding the mean answer)
-    throughput_requests: int = 32  # the bench's throughput row: requests per workload, arriving at
+    throughput_requests: int = 64  # the bench's throughput row: requests per workload, arriving at
     throughput_load: float = 1.5  # this load, so that the queue seldom empties (see ``serve.bench.throughput_row``)
     prompt_tokens: tuple[int, int] = (16, 64)
     new_tokens: tuple[int, int] = (8, 128)
@@ -76,7 +76,8 @@ def forward_s(model: Model, batch: int, tokens: int, context: int = 0, *, repeat
     return statistics.median(time_call(lambda: kv.forward(segments), repeats=repeats, device=model.device))
 
 # ----------------------------------------------------------------------------- the runs (notebook 09 shows them)
-def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[float, float, dict[str, ServeResult]]:
+def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0, order: tuple[str, str] = ("static", "continuous")
+                  ) -> tuple[float, float, dict[str, ServeResult]]:
     """Static and continuous batching on one Poisson workload arriving at about the server's capacity
     (``sizes.load`` times the requests/s that keep ``max_batch`` slots decoding answers of the mean length):
     ``(rate per s, one decode step's seconds at max_batch, {"static": result, "continuous": result})``.
@@ -84,12 +85,15 @@ def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[float
     The estimate is an upper bound (every slot decoding at every step, no prefill), so ``load=1`` already arrives
     about as fast as continuous batching can finish; with a dozen requests the run is still mostly filling and
     draining (notebook 09: continuous batching left 46% of its slots idle). The benchmark's throughput row therefore
-    runs more requests, faster (``throughput_requests``, ``throughput_load``)."""
+    runs more requests, faster (``throughput_requests``, ``throughput_load``). ``order``: which policy runs first
+    (the benchmark alternates it between workloads, so that a machine slowing down mid-row favours neither)."""
     mean_new = sum(sizes.new_tokens) / 2
     step = forward_s(model, sizes.max_batch, 1, context=sum(sizes.prompt_tokens) // 2 + int(mean_new) // 2, repeats=9)
     rate = sizes.load * sizes.max_batch / step / mean_new
     reqs = workload(sizes.requests, rate, sizes.prompt_tokens, sizes.new_tokens, seed, model=model)
-    return rate, step, {p: run(model, reqs, policy=p, max_batch=sizes.max_batch) for p in ("static", "continuous")}
+    if sorted(order) != ["continuous", "static"]:
+        raise ValueError(f"order={order!r}: name 'static' and 'continuous' once each, e.g. ('continuous', 'static')")
+    return rate, step, {p: run(model, reqs, policy=p, max_batch=sizes.max_batch) for p in order}
 
 
 def idle_slots(result: ServeResult) -> float:
