@@ -186,6 +186,8 @@ def test_the_throughput_row_alternates_which_policy_runs_first(model, monkeypatc
     assert list(res) == ["continuous", "static"]  # run in the order asked
     with pytest.raises(ValueError, match=r"order=.*'static' and 'continuous' once each"):
         compare.batching_runs(model, sizes, 0, ("static", "static"))
+    with pytest.raises(ValueError, match=r"order=None"):
+        compare.batching_runs(model, sizes, 0, None)
     orders, real = [], compare.batching_runs
 
     def spy(m, s, seed, order):

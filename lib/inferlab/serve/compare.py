@@ -87,12 +87,12 @@ def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0, order: tuple[s
     draining (notebook 09: continuous batching left 46% of its slots idle). The benchmark's throughput row therefore
     runs more requests, faster (``throughput_requests``, ``throughput_load``). ``order``: which policy runs first
     (the benchmark alternates it between workloads, so that a machine slowing down mid-row favours neither)."""
+    if not isinstance(order, (tuple, list)) or sorted(map(str, order)) != ["continuous", "static"]:
+        raise ValueError(f"order={order!r}: name 'static' and 'continuous' once each, e.g. ('continuous', 'static')")
     mean_new = sum(sizes.new_tokens) / 2
     step = forward_s(model, sizes.max_batch, 1, context=sum(sizes.prompt_tokens) // 2 + int(mean_new) // 2, repeats=9)
     rate = sizes.load * sizes.max_batch / step / mean_new
     reqs = workload(sizes.requests, rate, sizes.prompt_tokens, sizes.new_tokens, seed, model=model)
-    if sorted(order) != ["continuous", "static"]:
-        raise ValueError(f"order={order!r}: name 'static' and 'continuous' once each, e.g. ('continuous', 'static')")
     return rate, step, {p: run(model, reqs, policy=p, max_batch=sizes.max_batch) for p in order}
 
 
