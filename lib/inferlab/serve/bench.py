@@ -103,15 +103,11 @@ def throughput_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
     A throughput is a server's when it has work waiting: below that, any policy that keeps up finishes what arrives,
     and the ratio measures the arrivals. Each workload is ``throughput_requests`` requests at ``throughput_load`` times
     the full-batch estimate (``batching_runs``), so the queue seldom empties; the slots each policy left idle are in
-    the detail. On a 2-core VM, 3 x 32 requests: continuous left 12-35% of its slots idle at load 1.5 and 17-44% at
-    load 1 (pooled ratios 1.50x and 1.42x); 3 x 16 requests at load 1, 1.29x-1.46x between runs. With decodes
-    attending in length groups (``serve.paged``), two runs of the default minutes apart gave 1.60x and 1.44x with the
-    same slots idle: the machine's speed moved, and the ratio sat near the 1.5x target. Most of continuous batching's
-    idle slots are the run's ends (the batch fills as the first requests arrive and drains after the last), so the row
-    now runs 2 x 64 requests, and the policy that runs first alternates between workloads (static first on even
-    seeds): each of seeds 0 and 1, run both ways round, gave continuous batching more when it ran first (1.46x
-    against 1.27x, 1.44x against 1.40x). Idle slots then 43-47% (static) and 12-13% (continuous); three runs of the
-    row gave 1.55x, 1.59x and 1.62x, and those four workloads, straight after them, 1.27x-1.46x: the VM drifts."""
+    the detail. Most of continuous batching's idle slots are the run's ends (filling, then draining), hence 64
+    requests a workload (12-13% idle, against 12-29% with 32). The policy that runs first alternates between
+    workloads (static first on even seeds): run both ways round, each seed gave continuous batching more when it ran
+    first. On the 2-core VM one workload's ratio moved between 1.27x and 1.72x with the machine's state, the pooled
+    row's between 1.55x and 1.62x in three runs (the README has them): near the 1.5x target, not reliably over it."""
     sizes = dataclasses.replace(sizes, requests=sizes.throughput_requests, load=sizes.throughput_load)
     orders = (("static", "continuous"), ("continuous", "static"))
     runs = [batching_runs(model, sizes, seed + i, orders[i % 2]) for i in range(sizes.workloads)]
