@@ -302,6 +302,27 @@ def test_position_embeddings_can_learn_faster_without_weight_decay(train):
     assert 5 < trained(10.0) / trained(1.0) < 15
 
 
+def test_a_grown_model_computes_what_its_start_did_and_its_new_blocks_can_learn_faster(train):
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    start = GPT2LMHeadModel(GPT2Config(vocab_size=20, **train.size_of(context=16, width=16, layers=2, heads=2)))
+    grown = train.restricted_copy(start, torch.arange(20), train.size_of(context=16, width=16, layers=4, heads=2))
+    train.silence_blocks(grown, 2)
+    start.eval(), grown.eval()
+    x = torch.randint(0, 20, (3, 9))
+    with torch.no_grad():
+        assert torch.allclose(grown(input_ids=x).logits, start(input_ids=x).logits, atol=1e-5)
+    old_proj, new_proj = grown.transformer.h[1].mlp.c_proj.weight, grown.transformer.h[3].mlp.c_proj.weight
+    before = old_proj.detach().clone(), new_proj.detach().clone()
+    grown.train()
+    train.train_loop(grown, lambda _: iter([x] * 2), 0, 1e-3, 1, "t", steps=2, constant=True, new_layers=2,
+                     new_lr=10.0)
+    moved = [(p - b).abs().mean().item() for p, b in zip((old_proj, new_proj), before, strict=True)]
+    # Adam moves each weight about lr per step: the appended block's at ten times the rate
+    assert 5 < moved[1] / moved[0] < 15
+
+
 @pytest.mark.parametrize("argv, named", [
     (["--copy-until", "1.0"], "--copy-until 1.0: needs --copy-steps"),
     (["--copy-steps", "10", "--copy-until", "12"], "between 0 and 10"),
@@ -317,6 +338,10 @@ def test_position_embeddings_can_learn_faster_without_weight_decay(train):
     (["--guide", "1", "--guide-previous", "1", "0", "--guide-induction", "1", "2"], "its layer must come after"),
     (["--guide", "1", "--guide-induction", "4", "0"], "--guide-induction 4 0: this model has layers 0..3"),
     (["--guide", "1", "--guide-previous", "0", "5"], "--guide-previous 0 5: this model has layers 0..3 and heads 0..4"),
+    (["--grow-layers", "8"], "--grow-layers 8: needs --init"),
+    (["--init", str(ROOT / "data/models/tiny-gpt2-bilingual"), "--grow-layers", "4"], "more layers than its 4"),
+    (["--new-lr", "3"], "--new-lr 3.0: a multiple of the learning rate above 0 and at most 100, and only with"),
+    (["--warmup", "0"], "--warmup 0: between 1 and 2000"),
 ])
 def test_bad_training_options_are_refused_before_any_work_with_the_range(train, monkeypatch, capsys, argv, named):
     monkeypatch.setattr("sys.argv", ["train_tiny_gpt2.py", *argv])
