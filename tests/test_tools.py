@@ -183,6 +183,7 @@ def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouch
                      "import os; print(os.environ['INFERLAB_SCALE'], os.environ['HF_HUB_OFFLINE'])")
     bad_before = bad.read_bytes()
     good.chmod(0o640)  # neither mkstemp's 0600 nor the umask's default
+    kernels_before = _kernels()
     assert notebook_tools.main(["execute", "--timeout", "120"]) == 2  # every notebook needs --all
     assert "--all" in capsys.readouterr().err
     assert any("never executed" in problem for problem in notebook_tools.problems(good))  # nothing ran
@@ -198,6 +199,15 @@ def test_execute_keeps_going_saves_good_notebooks_and_leaves_failed_ones_untouch
     assert stored.metadata["inferlab"]["scale"] == "full" and os.environ["INFERLAB_SCALE"] == "test"
     assert good.stat().st_mode & 0o777 == 0o640  # the notebook keeps its mode
     assert sorted(p.name for p in (tmp_path / "notebooks").iterdir()) == ["01_bad.ipynb", "02_good.ipynb"]
+    assert _kernels() == kernels_before  # each notebook's kernel stopped when it was done, the failed one's too
+
+
+def _kernels() -> set[int]:
+    """The ids of this process's kernels still running (a stopped one reaped, not a zombie)."""
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)
+            if "ipykernel" in " ".join(p.cmdline()) and p.status() != psutil.STATUS_ZOMBIE}
 
 
 def test_execute_refuses_a_folder_it_cannot_write_before_running(tmp_path, capsys, monkeypatch):
