@@ -38,9 +38,8 @@ def test_english_held_out_excerpt_stays_near_the_card(model):
     ids = model.encode(EXCERPT.read_text(encoding="utf-8"))[:512]
     logits = il.forward_full(model, ids)[0]
     loss = torch.nn.functional.cross_entropy(logits[:-1].float(), torch.tensor(ids[1:])).item()
-    # 4.43 nats/token with the stored weights (4.38 before the fifth run, which gave the poems 70% of each batch;
-    # 4.46 before the fourth; the Shakespeare-only model had 4.42 here). The two held-out plays: 4.43, the issue's
-    # limit 4.45.
+    # 4.395 nats/token with the stored weights (the fifth run 4.43, the fourth 4.38, the third 4.46; the
+    # Shakespeare-only model had 4.42 here). The two held-out plays: 4.41, the issue's limit 4.45.
     assert loss < 4.45, f"English held-out excerpt: {loss:.3f} nats/token"
 
 
@@ -107,14 +106,15 @@ def copy_losses(model, pool, seed: int):
 @pytest.mark.parametrize("seed", range(3))
 def test_the_second_copy_is_copied_and_switching_the_induction_head_off_costs_over_a_nat(model, pool, seed):
     first, ab = copy_losses(model, pool, seed)
-    # stored weights, seeds 0-2: first copy 11.1 / 13.3 / 9.3, second 2.0 / 5.6 / 2.3, head off 9.4 / 15.9 / 9.5
-    # nats/token (the fourth run: second 2.3 / 4.0 / 2.7; the third: 7.6 / 8.1 / 7.6)
+    # stored weights, seeds 0-2: first copy 11.0 / 12.6 / 9.2, second 1.9 / 6.7 / 2.2, head off 10.8 / 13.0 / 8.6
+    # nats/token (the fifth run: second 2.0 / 5.6 / 2.3; the fourth: 2.3 / 4.0 / 2.7; the third: 7.6 / 8.1 / 7.6)
     assert ab.loss <= first - 3.0, f"second copy {ab.loss:.2f} vs first {first:.2f} nats/token: the model does not copy"
     assert ab.loss_off - ab.loss >= 1.0, ab
 
 
 def test_the_second_copy_costs_under_three_nats_over_five_seeds(model, pool):
-    """The issue's target, as the card measures it (mean of seeds 0-4): 2.66 nats/token with the stored weights."""
+    """The issue's target, as the card measures it (mean of seeds 0-4): 2.93 nats/token with the stored weights (the
+    fifth run's 2.66)."""
     second = [copy_losses(model, pool, seed)[1].loss for seed in range(5)]
     assert sum(second) / 5 <= 3.0, second
 
@@ -128,15 +128,16 @@ def test_tang_held_out_excerpt_stays_near_the_card(model):
         logits = il.forward_full(model, chunk[:-1])[0].float()
         total += torch.nn.functional.cross_entropy(logits, torch.tensor(chunk[1:]), reduction="sum").item()
         count += len(chunk) - 1
-    # 2.72 nats/token with the stored weights (2.79 before the fifth run, 2.87 before the fourth, 3.34 before the
-    # third); the held-out poems 2.72 (the aim: 2.70)
-    assert total / count < 2.78, f"Tang held-out excerpt: {total / count:.3f} nats/token"
+    # 2.689 nats/token with the stored weights (the fifth run 2.722, the fourth 2.79, the third 2.87, the second 3.34);
+    # the held-out poems 2.689 (the aim: 2.70). A return to the fifth run's weights fails.
+    assert total / count < 2.715, f"Tang held-out excerpt: {total / count:.3f} nats/token"
 
 
 def test_sampled_chinese_is_mostly_common_characters(model):
     """At the notebooks' settings (temperature 0.8, top-k 40) the poems' prompts continue mostly in common characters
-    and some clauses have a Tang line's 5 or 7 characters. With the stored weights, over seeds 0-7: 0.96 common, 15 of
-    32 clauses shaped (the fourth run: 0.94 and 18 of 33; before the third run 0.63 common and no clause shaped).
+    and some clauses have a Tang line's 5 or 7 characters. With the stored weights, over seeds 0-7: 0.98 common, 14 of
+    36 clauses shaped (the fifth run: 0.96 and 15 of 32; the fourth: 0.94 and 18 of 33; before the third run 0.63
+    common and no clause shaped).
     Seeds 0-2 alone gave 2 of 11 clauses and 3 of 12, too few to tell a model from luck, hence eight seeds. The
     issue's aim, mostly such clauses, is not reached yet."""
     han, clauses = [], []

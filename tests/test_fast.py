@@ -97,14 +97,14 @@ def test_fixed_shape_step_used_by_compile_and_cuda_graphs_matches(model, weights
 
 
 def test_rows_memory_is_the_cache_and_one_copy_of_each_block_matrix(model):
-    """Worked by hand for the bundled model (4 layers, d_model 160, fp32) and 40 cache slots:
-    K and V:  2 x 4 layers x 40 slots x 160 x 4 bytes                                  =   204,800
+    """Worked by hand for the bundled model (8 layers, d_model 160, fp32) and 40 cache slots:
+    K and V:  2 x 8 layers x 40 slots x 160 x 4 bytes                                  =   409,600
     matrices: (160x480 qkv + 160x160 out + 160x640 fc + 640x160 out) = 307,200 weights
-              x 4 layers x 4 bytes (biases and the tied head are not copied)            = 4,915,200
+              x 8 layers x 4 bytes (biases and the tied head are not copied)            = 9,830,400
     """
-    assert (model.info.n_layer, model.info.d_model, model.info.dtype) == (4, 160, torch.float32)
-    assert fast.FastDecoder(model, 40, weights="rows").extra_bytes == 5_120_000
-    assert fast.FastDecoder(model, 40, weights="tied").extra_bytes == 204_800  # the cache alone
+    assert (model.info.n_layer, model.info.d_model, model.info.dtype) == (8, 160, torch.float32)
+    assert fast.FastDecoder(model, 40, weights="rows").extra_bytes == 10_240_000
+    assert fast.FastDecoder(model, 40, weights="tied").extra_bytes == 409_600  # the cache alone
 
 
 def test_batch_decodes_each_row_like_batch_one(model):
