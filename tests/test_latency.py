@@ -121,17 +121,18 @@ def test_load_variant_reports_what_is_missing(model):
 
 def test_predictions_are_floors_plus_overhead_by_hand(model, short_trace):
     machine = MachineProfile("cpu", "float32", bytes_per_s=20e9, flops_per_s=100e9, copy_mb=1, matmul_n=1)
-    meas = fake_measurement(short_trace)  # 6 prompt tokens, 5 new: the step at context 6 + 5 // 2 = 8
+    meas = fake_measurement(short_trace, tpot=0.0025)  # 6 prompt tokens, 5 new: the step at context 6 + 5 // 2 = 8
     shapes = {k: v for k, v in PUBLISHED_SHAPES.items() if k.startswith("gpt2")}
     preds = measure.predict_sizes(meas, model, machine, shapes)
     assert [p.name for p in preds] == [model.info.name, *shapes] and preds[0].measured
     assert not any(p.measured for p in preds[1:])
-    # bundled model: 37,079,680 B of weights + 9 x 5,120 B of cache = 37,125,760 B -> floor 1.856288 ms;
-    # measured 2 ms, so 0.143712 ms above the floor, 0.035928 ms per layer (4 layers)
-    assert preds[0].tpot_floor_s == pytest.approx(1.856288e-3) and preds[0].tpot_s == pytest.approx(2e-3)
-    # GPT-2 small: 494,128,128 + 9 x 73,728 = 494,791,680 B -> 24.739584 ms, + 12 layers x 0.035928 ms
+    # bundled model: 8 blocks x 307,200 + 8,041,120 (tied head) + 2 x 160 (one row each of wte and wpe) weights
+    # x 4 B = 41,994,880 B, + 9 x 10,240 B of cache = 42,087,040 B -> floor 2.104352 ms; measured 2.5 ms, so
+    # 0.395648 ms above the floor, 0.049456 ms per layer (8 layers)
+    assert preds[0].tpot_floor_s == pytest.approx(2.104352e-3) and preds[0].tpot_s == pytest.approx(2.5e-3)
+    # GPT-2 small: 494,128,128 + 9 x 73,728 = 494,791,680 B -> 24.739584 ms, + 12 layers x 0.049456 ms
     assert preds[1].tpot_floor_s == pytest.approx(24.739584e-3)
-    assert preds[1].tpot_s == pytest.approx(25.170720e-3)
+    assert preds[1].tpot_s == pytest.approx(25.333056e-3)
     assert preds[1].tpot_bound == "memory"  # decode at batch 1 is memory-bound
     assert "PREDICTED" in repr(preds[1])
     real = {"gpt2": fake_measurement(short_trace, tpot=0.03)}
@@ -242,10 +243,10 @@ def test_first_token_parts_times_the_three_forwards(model):
     parts = L.first_token_parts(model, PROMPT, repeats=2, warmup=1)
     assert parts.prompt_tokens == len(model.encode(PROMPT)) and parts.model == model.info.name
     assert min(parts.prefill_s, parts.one_token_s, parts.decode_s) > 0
-    # the bundled model: 4 layers of d_model 160 (4 x 12 x 160^2 = 1,228,800 block weights), a 50257 x 160 head
-    # (8,041,120); 7 prompt tokens: head 16,082,240 FLOPs of 2 x 9,269,920 + 4 x 4 x 160 x 7 = 18,557,760 -> 86.7%
-    assert round(parts.head_share, 3) == 0.867
-    assert "LM head 87%" in repr(parts)
+    # the bundled model: 8 layers of d_model 160 (8 x 12 x 160^2 = 2,457,600 block weights), a 50257 x 160 head
+    # (8,041,120); 7 prompt tokens: head 16,082,240 FLOPs of 2 x 10,498,720 + 4 x 8 x 160 x 7 = 21,033,280 -> 76.5%
+    assert round(parts.head_share, 3) == 0.765
+    assert "LM head 76%" in repr(parts)
     with pytest.raises(ValueError, match="at least 2 tokens"):
         L.first_token_parts(model, "a")
 

@@ -19,8 +19,8 @@ from inferlab.models import BUNDLED_DIR
 def test_bundled_model_facts(model):
     info = model.info
     assert info.source == "bundled"
-    # the bundled model's published shape (its model card): 4 layers, 5 heads of 32, 512 positions
-    assert (info.n_layer, info.n_head, info.d_model, info.n_ctx, info.vocab_size) == (4, 5, 160, 512, 50257)
+    # the bundled model's published shape (its model card): 8 layers, 5 heads of 32, 512 positions
+    assert (info.n_layer, info.n_head, info.d_model, info.n_ctx, info.vocab_size) == (8, 5, 160, 512, 50257)
     assert info.head_dim * info.n_head == info.d_model
     assert info.n_params == sum(p.numel() for p in model.transformers_module().parameters())  # tied head counted once
     assert info.weight_bytes == info.n_params * 4 and info.dtype == torch.float32

@@ -49,14 +49,14 @@ def test_step_bytes_count_the_tied_head_and_one_embedding_row(model, fp32):
 
     One block: 2 norms (2 x 320) + qkv 160x480+480 + out 160x160+160 + fc 160x640+640 + out 640x160+160
              = 640 + 77,280 + 25,760 + 103,040 + 102,560                   =   309,280 weights
-    A decode step reads 4 blocks (1,237,120) + the final norm (320) + the tied head, all of wte
-    (50,257 x 160 = 8,041,120): 9,278,560 weights x 4 bytes = 37,114,240 bytes, plus one row each
-    of wte and wpe (2 x 160 x 4 = 1,280) = 37,115,520. Stored: those weights + wpe (512 x 160 = 81,920)
-    = 9,360,480 weights = 37,441,920 bytes.
+    A decode step reads 8 blocks (2,474,240) + the final norm (320) + the tied head, all of wte
+    (50,257 x 160 = 8,041,120): 10,515,680 weights x 4 bytes = 42,062,720 bytes, plus one row each
+    of wte and wpe (2 x 160 x 4 = 1,280) = 42,064,000. Stored: those weights + wpe (512 x 160 = 81,920)
+    = 10,597,600 weights = 42,390,400 bytes.
     """
-    assert (model.info.n_layer, model.info.d_model, model.info.n_ctx, model.info.vocab_size) == (4, 160, 512, 50257)
-    assert fp32.weight_bytes == 37_441_920
-    assert fp32.step_bytes == 37_115_520
+    assert (model.info.n_layer, model.info.d_model, model.info.n_ctx, model.info.vocab_size) == (8, 160, 512, 50257)
+    assert fp32.weight_bytes == 42_390_400
+    assert fp32.step_bytes == 42_064_000
 
 
 @pytest.mark.parametrize("kind", ["bf16", "fp16"])
@@ -96,7 +96,7 @@ def test_parts_quantize_only_the_head_or_only_the_blocks(model, logits, fp32):
     head, blocks = q.quantize(model, "int8", parts="head"), q.quantize(model, "int8", parts="blocks")
     assert "LM head only" in head.method and "projections only" in blocks.method
     # int8 stores 1 byte per weight instead of 4 (plus per-channel scales): each part saves about 3/4 of its bytes
-    head_fp32, blocks_fp32 = 50257 * 160 * 4, 4 * 307_200 * 4  # bundled model: the head and the block matrices
+    head_fp32, blocks_fp32 = 50257 * 160 * 4, 8 * 307_200 * 4  # bundled model: the head and the block matrices
     assert 0.70 < (fp32.step_bytes - head.step_bytes) / head_fp32 < 0.75
     assert 0.70 < (fp32.step_bytes - blocks.step_bytes) / blocks_fp32 < 0.75
     for part in (head, blocks):

@@ -166,13 +166,13 @@ def test_quant_chart_and_scoreboard():
 
 
 def test_product_rates_cover_every_product_of_a_step(model):
-    """Worked by hand for the bundled model (4 layers, d_model 160, fp32), bytes per step of each kind:
-    qkv [480, 160] x 4 layers x 4 bytes = 1,228,800; the out projection [160, 160] x 4 x 4 = 409,600;
-    fc [640, 160] and the MLP's out [160, 640]: 1,638,400 each; the LM head [50257, 160] once = 32,164,480."""
+    """Worked by hand for the bundled model (8 layers, d_model 160, fp32), bytes per step of each kind:
+    qkv [480, 160] x 8 layers x 4 bytes = 2,457,600; the out projection [160, 160] x 8 x 4 = 819,200;
+    fc [640, 160] and the MLP's out [160, 640]: 3,276,800 each; the LM head [50257, 160] once = 32,164,480."""
     rates = profiling.product_rates(fast.FastDecoder(model, 16, weights="tied"), repeats=1)
     assert [(r.name, r.shape, r.per_step, r.nbytes) for r in rates] == [
-        ("qkv", (480, 160), 4, 1_228_800), ("attn_out", (160, 160), 4, 409_600), ("fc", (640, 160), 4, 1_638_400),
-        ("mlp_out", (160, 640), 4, 1_638_400), ("head", (50257, 160), 1, 32_164_480)]
+        ("qkv", (480, 160), 8, 2_457_600), ("attn_out", (160, 160), 8, 819_200), ("fc", (640, 160), 8, 3_276_800),
+        ("mlp_out", (160, 640), 8, 3_276_800), ("head", (50257, 160), 1, 32_164_480)]
     assert all(r.product_s > 0 and r.read_s > 0 for r in rates)
     assert "GB/s" in repr(rates[0]) and "a plain read" in repr(rates[0])
 

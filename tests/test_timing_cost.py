@@ -75,11 +75,11 @@ def test_interleave_warms_up_then_rotates():
 
 # ----------------------------------------------------------------------------- cost: hand-worked numbers
 def test_kv_bytes_per_token_equals_the_real_cache(model):
-    # the bundled model: 2 (K, V) x 4 layers x 5 heads x 32 head_dim x 4 bytes = 5,120 bytes per token
-    assert cost.kv_bytes_per_token(cost.Shape.from_info(model.info)) == 5_120
+    # the bundled model: 2 (K, V) x 8 layers x 5 heads x 32 head_dim x 4 bytes = 10,240 bytes per token
+    assert cost.kv_bytes_per_token(cost.Shape.from_info(model.info)) == 10_240
     for n in (1, 7, 50):
         _, cache = il.prefill(model, list(range(100, 100 + n)))
-        assert cache.nbytes == 5_120 * n
+        assert cache.nbytes == 10_240 * n
 
 
 def test_gpt2_small_by_hand():
