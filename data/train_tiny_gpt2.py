@@ -775,11 +775,12 @@ def main() -> None:
                  f"a previous-token head wrote, so its layer must come after --guide-previous's "
                  f"({args.guide_previous[0]}); e.g. --guide-previous 0 0 --guide-induction 1 0")
     grow_from = GPT2Config.from_pretrained(args.init).n_layer if args.init is not None else None
-    if args.grow_layers is not None and (grow_from is None or not grow_from < args.grow_layers <= 48):
-        ap.error(f"--grow-layers {args.grow_layers}: needs --init, and more layers than its {grow_from} and at most 48 "
-                 f"(e.g. {(grow_from or 4) * 2})" if grow_from is not None else
-                 f"--grow-layers {args.grow_layers}: needs --init (the model to grow); e.g. --init "
+    if args.grow_layers is not None and grow_from is None:
+        ap.error(f"--grow-layers {args.grow_layers}: needs --init (the model to grow); e.g. --init "
                  "data/models/tiny-gpt2-bilingual --grow-layers 8")
+    if args.grow_layers is not None and not grow_from < args.grow_layers <= 48:
+        ap.error(f"--grow-layers {args.grow_layers}: needs more layers than --init's {grow_from} and at most 48 "
+                 f"(e.g. {grow_from * 2})")
     if args.warmup is not None and not 1 <= args.warmup <= 2000:
         ap.error(f"--warmup {args.warmup}: between 1 and 2000 steps of phase 1 (e.g. 100)")
     if not 0 < args.new_lr <= 100 or (args.new_lr != 1 and args.grow_layers is None):

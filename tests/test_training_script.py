@@ -341,7 +341,7 @@ def test_a_grown_model_computes_what_its_start_did_and_its_new_blocks_can_learn_
     (["--guide", "1", "--guide-induction", "4", "0"], "--guide-induction 4 0: this model has layers 0..3"),
     (["--guide", "1", "--guide-previous", "0", "5"], "--guide-previous 0 5: this model has layers 0..3 and heads 0..4"),
     (["--grow-layers", "8"], "--grow-layers 8: needs --init"),
-    (["--init", str(ROOT / "data/models/tiny-gpt2-bilingual"), "--grow-layers", "1"], "more layers than its"),
+    (["--init", str(ROOT / "data/models/tiny-gpt2-bilingual"), "--grow-layers", "1"], "more layers than --init's"),
     (["--new-lr", "3"], "--new-lr 3.0: a multiple of the learning rate above 0 and at most 100, and only with"),
     (["--warmup", "0"], "--warmup 0: between 1 and 2000"),
 ])
