@@ -42,7 +42,7 @@ class BenchSizes:
 
     max_batch: int = 8
     requests: int = 16  # throughput and paged-vs-contiguous workloads
-    workloads: int = 2  # the bench's throughput row: Poisson workloads (seeds) pooled; one run of each is noisy
+    workloads: int = 4  # the bench's throughput row: Poisson workloads (seeds) pooled; one run of each is noisy
     load: float = 1.0  # arrival rate / the estimated capacity (max_batch slots decoding the mean answer)
     throughput_requests: int = 64  # the bench's throughput row: requests per workload, arriving at
     throughput_load: float = 1.5  # this load, so that the queue seldom empties (see ``serve.bench.throughput_row``)
