@@ -366,7 +366,7 @@ def test_a_gpu_is_asked_for_only_where_torch_sees_one(train, monkeypatch, capsys
     assert train.resolve_device("auto") == "cuda" and train.resolve_device("cpu") == "cpu"
 
 
-def _corpus(train) -> object:
+def _corpus(train):
     return train.Corpus(torch.tensor([464, 50256, 11]), torch.tensor([50256]), torch.tensor([19526, 254, 50256]),
                         torch.tensor([]).long(), poems=3, held_out_poems=1, zh_chars=30, zh_held_chars=11)
 
