@@ -71,6 +71,25 @@ def test_a_batch_drop_within_the_sweeps_own_noise_passes_and_one_beyond_it_fails
     assert drop.rule == "batch" and "18.8 ms at batch 1 to 12.0 ms at batch 4" in drop.reason
 
 
+def test_a_batch_drop_that_stays_when_the_smaller_batch_is_timed_again_is_the_machine():
+    # the fast path on the 2-core VM, run after run: batch 1 29.5 ms, batch 4 20.9 ms (its kernels)
+    dip = batch([29.5, 20.9, 40.0, 60.0]) | {"fastest": [x * MS for x in (29.0, 20.5, 39.0, 59.0)],
+                                             "slowest": [x * MS for x in (30.0, 21.5, 41.0, 61.0)]}
+    assert [b.rule for b in gate.judge([dip])] == ["batch"]  # nothing else to tell it from a disturbance
+    assert gate.judge([dip | {"again": [29.2 * MS, None, None, None]}]) == []  # timed again: still 29 ms
+    (came_back,) = gate.judge([dip | {"again": [22.0 * MS, None, None, None]}])  # batch 1 had been slowed
+    assert came_back.rule == "batch" and "29.5 ms at batch 1 to 20.9 ms at batch 4" in came_back.reason
+
+
+def test_a_sweep_times_again_the_batch_that_a_bigger_one_beat_by_far(live, model, monkeypatch):
+    script = iter([(0.030,), (0.020,), (0.025,), (0.029,)])  # batch 1, 2, 4, then batch 1 once more
+    monkeypatch.setattr(measure.sweeps, "_times", lambda fn, model, repeats, warmup: next(script))
+    measure.batch_sweep(model, [1, 2, 4], context=4, repeats=1, warmup=0)
+    record = live[0][1]["inferlab"]["evidence"]
+    assert record["medians"] == [0.030, 0.020, 0.025] and record["again"] == [0.029, None, None]
+    assert next(script, "used up") == "used up"  # batch 2 -> 4 grew: only batch 1 was timed again
+
+
 def test_the_batch_rule_judges_gpt2s_shape_not_a_tiny_models_overhead():
     tiny = batch([1.7, 1.1, 1.4, 2.0], xs=(1, 2, 4, 8)) | {"reference": False, "model": "tiny"}
     assert gate.judge([tiny]) == []

@@ -198,6 +198,11 @@ def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repe
     (each user's TPOT). ``job="prefill"``: the prefill of ``[batch, context]`` (each user's TTFT).
     ``path="fast"`` times the fast path (``options`` go to ``FastDecoder``). Stops early, with a
     ``note``, if the device runs out of memory.
+
+    Where a bigger batch's median comes out more than ``gate.BATCH_DROP`` below the smaller one's, the smaller batch
+    is timed once more after the sweep (a new decoder, the same settings): a step slowed by a disturbance at the
+    start comes back faster, one that is slower at that batch size on this machine (its kernels) does not. The
+    gate's ``batch`` rule reads both.
     """
     if job not in ("decode", "prefill"):
         raise bad_value("job", job, "'decode' or 'prefill'", "use job='decode' for TPOT, 'prefill' for TTFT")
@@ -210,11 +215,14 @@ def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repe
         # The first fast decoder a process builds ran slower for its whole life (GPT-2's shape, batch 1: 19.5 ms,
         # then 13.7 and 14.4 ms for the next two): one built and used here first, untimed, keeps that off batch 1.
         _times(decode_call(model, context, batches[0], warmup + 1, path, **options), model, 1, warmup)
+    def timed(b: int) -> tuple[float, ...]:
+        fn = (decode_call(model, context, b, warmup + repeats, path, **options) if job == "decode" else
+              prefill_call(model, sample_ids(model, context, b), path, **options))
+        return _times(fn, model, repeats, warmup)
+
     for b in progress(batches, tr("batch")):
         try:
-            fn = (decode_call(model, context, b, warmup + repeats, path, **options) if job == "decode" else
-                  prefill_call(model, sample_ids(model, context, b), path, **options))
-            times.append(_times(fn, model, repeats, warmup))
+            times.append(timed(b))
         except RuntimeError as exc:
             if not _out_of_memory(exc):
                 raise
@@ -228,8 +236,11 @@ def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repe
     tokens = tuple(done) if job == "decode" else tuple(b * context for b in done)
     sweep = Sweep(f"{job}-batch", tr("batch size (sequences)"), tuple(done), tuple(times), tokens, batch=1,
                   context=context, **meta(model), note=note)
+    med = sweep.medians
+    again = [summarize(timed(b)).median if k + 1 < len(med) and med[k + 1] < (1 - gate.BATCH_DROP) * med[k] else None
+             for k, b in enumerate(sweep.xs)]
     gate.batch(model.info, sweep.xs, sweep.medians, via=f"batch_sweep({job}, {path})", job=job, path=path,
-               fastest=[min(t) for t in sweep.times], slowest=[max(t) for t in sweep.times])
+               fastest=[min(t) for t in sweep.times], slowest=[max(t) for t in sweep.times], again=again)
     if job == "decode" and sweep.xs[0] == 1 and _chosen_path(path, options):
         gate.step(model.info, sweep.medians[0], via="batch_sweep (batch 1)", path=path, context=context)
     return sweep

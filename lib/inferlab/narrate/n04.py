@@ -188,10 +188,21 @@ def context_effect(contexts, medians, floors, kv_bytes_last: float, weight_bytes
                      "(`measure.profile_step`) would show which operators grew.")
 
 
-def batch(b_max: int, grow: float, gain: float, turn: int | None, predicted_turn: int | None) -> str:
-    """What decoding ``b_max`` sequences at once did to the step time and to tokens per second."""
+def batch(b_max: int, grow: float, gain: float, turn: int | None, predicted_turn: int | None,
+          times: dict[int, float] | None = None) -> str:
+    """What decoding ``b_max`` sequences at once did to the step time and to tokens per second. ``times`` (batch ->
+    median step seconds, batch 1 among them): a bigger batch whose step was at least 10% faster than batch 1's is
+    named, with why that can happen."""
     text = tr("From batch 1 to {b} ({b}x the tokens per step) the step time grew **{grow:.1f}x** and tokens per second "
               "grew **{gain:.1f}x**. ", b=b_max, grow=grow, gain=gain)
+    faster = min(((t, b) for b, t in (times or {}).items() if b > 1), default=None)
+    if faster is not None and 1 in times and faster[0] < 0.9 * times[1]:
+        text += tr("Batch {b}'s step ({fast:.1f} ms) was even faster than batch 1's ({one:.1f} ms): more work in less "
+                   "time is the kernels, not the arithmetic. The matrix products for a single row can read the "
+                   "weights more slowly than those for a few rows (notebook 08 times each weight layout at each batch "
+                   "size), so one sequence alone does not reach the bandwidth a small batch does. If it does not come "
+                   "back when you re-run the cell, it was a disturbance. ", b=faster[1], fast=faster[0] * 1e3,
+                   one=times[1] * 1e3)
     text += (tr("From batch **{turn}** on, every step took at least twice the batch-1 time: from there, more sequences "
                 "cost real time. ", turn=turn) if turn else
              tr("The step time never stayed at twice the batch-1 time: batching was nearly free up to {b}. ", b=b_max))
