@@ -15,20 +15,27 @@ from inferlab.measure import machine
 @pytest.fixture
 def fresh(monkeypatch, tmp_path):
     """A cache folder of this test's own (never the learner's), no profile in this process, and a fake measurement
-    that counts its calls: each returns the next of ``spreads`` (default: quiet runs)."""
+    that counts its calls: each returns the next of ``spreads`` (default: quiet runs). A spot check (``repeats ==
+    SPOT_REPEATS``) is counted apart, in ``spots``, and reads the next of ``spot_rates`` (bandwidth, matmul), by
+    default the last profile measured (the machine has not changed speed)."""
     monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))
     monkeypatch.setattr(machine, "_PROFILES", {})
     monkeypatch.setattr(i18n, "_chosen", "en")
     calls: list[float] = []
 
-    def fake_measure(device, dtype, repeats):
+    def fake_measure(device, dtype, repeats, **sizes):
+        if repeats == machine.SPOT_REPEATS:
+            fake_measure.spots.append(sizes)
+            bw, mm = fake_measure.spot_rates.pop(0) if fake_measure.spot_rates else (10e9 * len(calls), 100e9)
+            return cost.MachineProfile(str(device), "float32", bw, mm, sizes["copy_mb"], sizes["matmul_n"],
+                                       runs=repeats, bytes_per_s_range=(bw, bw), flops_per_s_range=(mm, mm))
         calls.append(len(calls) + 1)
         bw = 10e9 * len(calls)  # a different bandwidth each time, so a re-measurement shows
         spread = fake_measure.spreads.pop(0) if fake_measure.spreads else 0.05
         return cost.MachineProfile(str(device), "float32", bw, 100e9, 256, 1024, runs=repeats,
                                    bytes_per_s_range=(bw / (1 + spread), bw), flops_per_s_range=(95e9, 100e9))
 
-    fake_measure.spreads = []
+    fake_measure.spreads, fake_measure.spots, fake_measure.spot_rates = [], [], []
     monkeypatch.setattr(machine, "measure_machine", fake_measure)
     fake_measure.calls = calls
     return fake_measure
@@ -45,6 +52,7 @@ def test_measured_once_then_read_back_in_a_new_process(fresh, monkeypatch):
     monkeypatch.setattr(machine, "_PROFILES", {})  # a new kernel: another notebook
     again = measure.machine_profile("cpu")
     assert fresh.calls == [1] and again.source == "saved"  # read back, not measured
+    assert fresh.spots == [{"copy_mb": 256, "matmul_n": 1024}]  # ... but spot-checked, at the profile's own sizes
     assert again.bytes_per_s == first.bytes_per_s and again.bytes_per_s_range == first.bytes_per_s_range
     assert again.measured_at == first.measured_at and again.machine == first.machine
     assert again.spread == pytest.approx(first.spread) and again.ridge == pytest.approx(first.ridge)
@@ -138,3 +146,61 @@ def test_never_unpickles(fresh):
         measure.machine_profile("cpu")
     assert not _Trap.ran and fresh.calls == [1]
     assert json.loads(path.read_text(encoding="utf-8"))["format"] == machine.FORMAT  # written as JSON, not pickled
+
+
+# ----------------------------------------------------------------------------- the spot check (gate rule 'stale')
+@pytest.fixture
+def shown(monkeypatch):
+    """The gate's records as a kernel would show them, at the lesson's scale."""
+    from inferlab import gate, scale
+
+    out: list[tuple[dict, dict]] = []
+    monkeypatch.setattr(gate, "_kernel_display", lambda: lambda data, raw, metadata: out.append((data, metadata)))
+    monkeypatch.setenv(scale.ENV, "full")
+    gate.forget()
+    yield out
+    gate.forget()
+
+
+def _new_process(monkeypatch):
+    monkeypatch.setattr(machine, "_PROFILES", {})
+
+
+def test_a_saved_profile_that_agrees_with_the_spot_check_is_quoted(fresh, monkeypatch, shown):
+    measure.machine_profile("cpu")
+    _new_process(monkeypatch)
+    fresh.spot_rates = [(10e9 * 0.9, 100e9 * 1.1)]  # 10% slower copy, 10% faster matmul: within 15%
+    prof = measure.machine_profile("cpu")
+    assert prof.source == "saved" and fresh.calls == [1] and len(fresh.spots) == 1
+    spot = [m["inferlab"]["evidence"] for _, m in shown if m["inferlab"]["evidence"]["kind"] == "spot"]
+    assert spot == [{"kind": "spot", "what": "cpu float32", "measured_at": prof.measured_at,
+                     "stored_bytes_per_s": 10e9, "stored_flops_per_s": 100e9, "bytes_per_s": 9e9,
+                     "flops_per_s": pytest.approx(110e9), "quoted_bytes_per_s": 10e9, "quoted_flops_per_s": 100e9,
+                     "refreshed": False}]
+    assert all(d == {"text/plain": ""} for d, _ in shown)  # a quiet run: no banner
+    measure.machine_profile("cpu")
+    assert len(fresh.spots) == 1  # once per process
+
+
+@pytest.mark.parametrize("rates", [(10e9, 100e9 * 0.78), (10e9 * 1.2, 100e9)],
+                         ids=["matmul 22% slower", "copy 20% faster"])
+def test_a_saved_profile_the_spot_check_contradicts_is_measured_again(fresh, monkeypatch, shown, rates):
+    measure.machine_profile("cpu")
+    _new_process(monkeypatch)
+    fresh.spot_rates = [rates, (20e9, 100e9)]  # the first check disagrees; the second process's agrees with the new
+    prof = measure.machine_profile("cpu")
+    assert prof.source == "measured" and fresh.calls == [1, 2] and prof.bytes_per_s == 20e9
+    (spot,) = [m["inferlab"]["evidence"] for _, m in shown if m["inferlab"]["evidence"]["kind"] == "spot"]
+    assert spot["refreshed"] and spot["quoted_bytes_per_s"] == 20e9 and spot["stored_bytes_per_s"] == 10e9
+    _new_process(monkeypatch)
+    assert measure.machine_profile("cpu").bytes_per_s == 20e9 and fresh.calls == [1, 2]  # the new one was saved
+
+
+def test_a_live_run_whose_spot_check_disagrees_with_the_profile_it_quotes_shows_the_banner(fresh, monkeypatch,
+                                                                                           shown):
+    measure.machine_profile("cpu")
+    _new_process(monkeypatch)
+    fresh.spot_rates = [(5e9, 100e9)]  # half the stored copy rate, and half the new measurement's (20 GB/s) too
+    measure.machine_profile("cpu")
+    text = next(d["text/plain"] for d, m in shown if m["inferlab"]["evidence"]["kind"] == "spot")
+    assert "This run was disturbed" in text and "read 5.0 GB/s against the 20.0 GB/s" in text and "-75%" in text

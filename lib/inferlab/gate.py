@@ -6,7 +6,9 @@ training run) is re-executed, never explained away. The library's measurements (
 ``decode_sweep``, ``batch_sweep``, ``profile_step`` ... see ``EMITTERS``) each leave a *record*, a small
 dict of plain numbers: in a Jupyter kernel it is displayed as an output whose metadata holds
 ``{"inferlab": {"evidence": record}}`` (its text is empty on a quiet run), so ``python -m
-inferlab.tools.notebook_tools check`` reads the numbers back without parsing prose. The rules (``judge``):
+inferlab.tools.notebook_tools check`` reads the numbers back without parsing prose. It is one piece (over 300 lines)
+on purpose: the records and the rules that read them are one contract, and a reader checks one against the other.
+The rules (``judge``):
 
 - ``spread``: the machine profile's slowest run is within 20% of its best (``SPREAD_MAX``).
 - ``agree``: the batch-1 decode step of GPT-2 small's shape (float32), wherever it is timed, agrees within
@@ -25,6 +27,25 @@ inferlab.tools.notebook_tools check`` reads the numbers back without parsing pro
   operators, which is 10-20% of a 2 ms step (the bundled model's fast step read 1.13x in a quiet run).
 - ``fast``: the fast path the machine chose (``weights="auto"``) is not slower than the engine's step
   (5% counts as a tie, ``FAST_SLACK``).
+- ``stale``: the machine profile a run quotes agrees with the machine it ran on. A profile read back from disk
+  (``measure.machine_profile``, measured hours or days before) is checked, where a process first gets it, against a
+  spot check of the same two rates (a few runs of the profile's own copy and matmul, a fraction of a second); beyond
+  15% either way (``STALE_MAX``) the profile is measured again and the run quotes the new one. The rule fails a
+  spot check that disagrees with the profile the run quotes (after the refresh too: the machine changed speed
+  within a second), and a saved profile quoted with no spot check before it (a run from before the check existed).
+- ``spike``: no point of a sweep (a ``batch`` or ``sweep`` record: medians against a size) is more than 2x both
+  neighbours (``SPIKE_X``), alone or in a run of up to ``SPIKE_WIDTH`` points above 2x the points either side.
+  Whatever a curve does as its size grows, it does not jump for a point or two and come back: that is another
+  program taking the machine (05's uncached steps at 292 and 293 tokens took 1,015 and 1,554 ms among 346-381
+  ms). End points have one neighbour and are not judged (a curve may rise steeply at its end).
+- ``noise``: at each batch size of a batch sweep the median is within 1.4x of its fastest repeat (``NOISE_X``).
+  This is the rule for every model's sweep, the bundled model's included, where ``batch`` cannot judge (its
+  medians may cross, see above): the check is on the repeats of one point, not on the curve's shape, so it
+  needs no cost model of a small step. Its threshold is the small model's noise: across six stored quiet runs of
+  the bundled model's batch sweep (36 points) the median was at most 1.27x the fastest repeat (GPT-2's shape:
+  1.25x), while 08's disturbed run read 1.53x at batch 1 (repeats 3.77 to 9.93 ms), and its narration, which
+  reads medians, called batch 1 slower than batch 2. Narration that branched on the spread instead would
+  explain a disturbed run away rather than have it re-executed.
 
 A live run that breaks a rule shows a banner in the cell ("this run was disturbed: re-run ... because ...").
 Only full-scale runs are judged: the test scale (``inferlab.scale``) times one repeat on a test machine
@@ -42,6 +63,7 @@ from __future__ import annotations
 import html
 import math
 import statistics
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -55,10 +77,14 @@ BATCH_DROP = 0.25  # two back-to-back sweeps of the same step on a 2-core VM dif
 PROFILE_X = 1.1
 PROFILE_MIN_S = 0.010  # shorter steps: the profiler's own cost per operator is a share (see the module doc)
 FAST_SLACK = 1.05
+STALE_MAX = 0.15  # the VM's speed drifts by a third between quarter-hours; a spot check's own noise is ~5%
+SPIKE_X = 2.0
+SPIKE_WIDTH = 3  # points a passing disturbance covers (05: two consecutive uncached steps of ~0.4 s)
+NOISE_X = 1.4  # median / fastest repeat; quiet runs: at most 1.27x (see the module doc)
 REFERENCE_SHAPE = (12, 12, 768, 50257)  # GPT-2 small: layers, heads, width, vocabulary
 # The library functions that leave records: a stored notebook that calls one must hold evidence.
 EMITTERS = ("machine_profile", "decode_sweep", "batch_sweep", "profile_step", "profile_paths", "first_token_parts",
-            "compare_cache", "decode_paths", "tpot_sweep")
+            "compare_cache", "decode_paths", "tpot_sweep", "serve_step_sweep")
 
 
 # ----------------------------------------------------------------------------- records
@@ -76,12 +102,37 @@ def model_key(info) -> tuple[str, bool]:
     return key, shape == REFERENCE_SHAPE and dtype == "float32" and not quantized
 
 
+def _what(profile) -> str:
+    return f"{profile.device} {profile.dtype}"
+
+
 def machine(profile) -> dict:
-    """The record of a machine profile (``cost.MachineProfile``): its spread, largest of the two ceilings'."""
+    """The record of a machine profile (``cost.MachineProfile``): its spread, largest of the two ceilings', and its
+    ``source`` (``"measured"`` in this process, ``"saved"``: read back from disk, which ``stale`` wants checked)."""
     spread = profile.spread
-    return leave({"kind": "machine", "what": f"{profile.device} {profile.dtype}", "spread": max(spread.values()),
+    return leave({"kind": "machine", "what": _what(profile), "spread": max(spread.values()),
                   "bandwidth_spread": spread["bandwidth"], "matmul_spread": spread["matmul"],
-                  "measured_at": getattr(profile, "measured_at", None)})
+                  "measured_at": getattr(profile, "measured_at", None),
+                  "source": getattr(profile, "source", "measured")})
+
+
+def spot(stored, checked, quoted) -> dict:
+    """The record of a spot check (``measure.machine``): the two rates of the ``stored`` profile (read back from
+    disk), what a short measurement ``checked`` read just now, the profile the run goes on to ``quoted`` (the stored
+    one, or a new measurement where the check disagreed), and whether it was measured again (``refreshed``)."""
+    return leave({"kind": "spot", "what": _what(stored), "measured_at": getattr(stored, "measured_at", None),
+                  "stored_bytes_per_s": float(stored.bytes_per_s), "stored_flops_per_s": float(stored.flops_per_s),
+                  "bytes_per_s": float(checked.bytes_per_s), "flops_per_s": float(checked.flops_per_s),
+                  "quoted_bytes_per_s": float(quoted.bytes_per_s), "quoted_flops_per_s": float(quoted.flops_per_s),
+                  "refreshed": quoted is not stored})
+
+
+def sweep(info, xs: Sequence[int], medians: Sequence[float], *, via: str, job: str) -> dict:
+    """The record of a sweep against a size other than the batch (context, prompt length, generated token): its
+    sizes and median seconds, which the ``spike`` rule reads."""
+    key, reference = model_key(info)
+    return leave({"kind": "sweep", "via": via, "model": key, "reference": reference, "job": job,
+                  "xs": [int(x) for x in xs], "medians": [float(s) for s in medians]})
 
 
 def step(info, seconds: float, *, via: str, path: str = "engine", context: int = 0) -> dict:
@@ -157,16 +208,77 @@ def _ms(s: float) -> float:
     return s * 1e3
 
 
+def off(rate: float, quoted: float) -> float:
+    """How far a spot check's ``rate`` is from the ``quoted`` one, as a signed fraction (-0.22: 22% slower)."""
+    return rate / quoted - 1
+
+
+def spot_agrees(record: Mapping) -> bool:
+    """A spot record's check agrees with the profile the run quotes within ``STALE_MAX`` (both rates)."""
+    return all(abs(off(record[k], record[f"quoted_{k}"])) <= STALE_MAX for k in ("bytes_per_s", "flops_per_s"))
+
+
+def _spike(med: Sequence[float]) -> tuple[int, int] | None:
+    """The first run ``(i, j)`` of 1 to ``SPIKE_WIDTH`` interior points all more than ``SPIKE_X`` times both the
+    point before it and the point after it, or None."""
+    for i in range(1, len(med) - 1):
+        for j in range(i, min(i + SPIKE_WIDTH, len(med) - 1)):
+            if min(med[i:j + 1]) > SPIKE_X * max(med[i - 1], med[j + 1]):
+                return i, j
+    return None
+
+
+def _when(seconds) -> str:
+    return time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(seconds)) if seconds else "?"
+
+
+def _stale(i: int, r: Mapping, records: Sequence[dict]) -> Breach | None:
+    """The ``stale`` rule on record ``i`` (a spot check, or a machine profile read back from disk)."""
+    if r["kind"] == "spot":
+        if spot_agrees(r):
+            return None
+        k = max(("bytes_per_s", "flops_per_s"), key=lambda k: abs(off(r[k], r[f"quoted_{k}"])))
+        unit = "GB/s" if k == "bytes_per_s" else "GFLOP/s"
+        return Breach("stale", tr(
+            "a spot check of the machine ({what}) read {now:.1f} {unit} against the {quoted:.1f} {unit} of the "
+            "profile this run quotes ({off:+.0%}; allowed: ±{limit:.0%})", what=r["what"], now=r[k] / 1e9,
+            unit=unit, quoted=r[f"quoted_{k}"] / 1e9, off=off(r[k], r[f"quoted_{k}"]), limit=STALE_MAX), (i,))
+    # a spot check of this device before it, or an earlier record of the same profile (judged there, once)
+    seen = any(q.get("kind") in ("spot", "machine") and q.get("what") == r["what"] for q in records[:i])
+    if r.get("source", "saved") == "measured" or seen:
+        return None
+    return Breach("stale", tr(
+        "the machine profile ({what}) measured at {when} was quoted with no spot check against the machine this "
+        "run used", what=r["what"], when=_when(r.get("measured_at"))), (i,))
+
+
 def judge(records: Sequence[dict]) -> list[Breach]:
     """The rules one run (a notebook, a live kernel) broke, judged on its ``records`` in the order they were left."""
     out = []
     for i, r in enumerate(records):
         kind = r.get("kind")
+        if kind in ("machine", "spot") and (stale := _stale(i, r, records)):
+            out.append(stale)
         if kind == "machine" and r["spread"] > SPREAD_MAX:
             out.append(Breach("spread", tr(
                 "the machine's ceilings ({what}) varied by {spread:.0%} between the runs of one measurement "
                 "(allowed: {limit:.0%})", what=r["what"], spread=r["spread"], limit=SPREAD_MAX), (i,)))
-        elif kind == "batch" and r.get("reference", True):  # GPT-2's shape (see the module doc)
+        if kind in ("batch", "sweep") and (run := _spike(r["medians"])):
+            a, b = run
+            out.append(Breach("spike", tr(
+                "{via}'s median jumped to {peak:.1f} ms at {x} (the point before: {before:.1f} ms, the point after: "
+                "{after:.1f} ms; allowed: {limit}x both)", via=r["via"], peak=_ms(max(r["medians"][a:b + 1])),
+                x=", ".join(str(x) for x in r["xs"][a:b + 1]), before=_ms(r["medians"][a - 1]),
+                after=_ms(r["medians"][b + 1]), limit=SPIKE_X), (i,)))
+        if kind == "batch" and r.get("fastest") is not None:
+            worst = max(range(len(r["medians"])), key=lambda k: r["medians"][k] / r["fastest"][k])
+            if r["medians"][worst] > NOISE_X * r["fastest"][worst]:
+                out.append(Breach("noise", tr(
+                    "{via}'s repeats at batch {b} ranged from {fast:.2f} to {slow:.2f} ms: their median, {med:.2f} "
+                    "ms, is {x:.2f}x the fastest (allowed: {limit}x)", via=r["via"], b=r["xs"][worst],
+                    fast=_ms(r["fastest"][worst]), slow=_ms(r["slowest"][worst]), med=_ms(r["medians"][worst]),
+                    x=r["medians"][worst] / r["fastest"][worst], limit=NOISE_X), (i,)))
+        if kind == "batch" and r.get("reference", True):  # GPT-2's shape (see the module doc)
             xs, med = r["xs"], r["medians"]
             lo, hi = r.get("fastest"), r.get("slowest")
             for k in range(1, len(med)):

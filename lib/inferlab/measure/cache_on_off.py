@@ -128,9 +128,17 @@ def compare_cache(model: Model, prompt: str, new_tokens: int, *, repeats: int = 
     if decode:
         gate.step(model.info, statistics.median(decode), via="compare_cache (with the cache)",
                   context=len(with_cache.prompt_ids))
-    return CacheComparison(
+    result = CacheComparison(
         len(with_cache.prompt_ids), tuple(with_cache.generated_ids), tuple(without.generated_ids),
         tuple(tuple(s.seconds for s in t.steps) for t in runs[True]),
         tuple(tuple(s.seconds for s in t.steps) for t in runs[False]),
         tuple(float(d) for d in (cached - uncached).abs().amax(-1)), tuple(float(v) for v in cached.abs().amax(-1)),
         **meta(model))
+    # the gate's spike rule reads both curves: step i runs over prompt + i tokens (the cached step 0 is the prefill)
+    first, n = result.prompt_len, len(result.cached_ids)
+    if n >= 4:  # three points at least on each curve: with fewer, no point has a neighbour on each side
+        gate.sweep(model.info, range(first + 1, first + n), result.step_medians(True)[1:],
+                   via="compare_cache (with the cache)", job="decode")
+        gate.sweep(model.info, range(first, first + n), result.step_medians(False),
+                   via="compare_cache (without the cache)", job="decode without the cache")
+    return result

@@ -12,10 +12,12 @@
 - ``machine_profile``: ``measure_machine`` once per machine, device and dtype, then the same profile for every
   figure and sentence of every notebook (floors no longer drift between notebooks): kept in this process and in
   a small JSON file beside the fast path's layout choices (``profile_file()``), with when it was measured, which
-  its ``repr`` prints; ``refresh=True`` measures again.
+  its ``repr`` prints; ``refresh=True`` measures again. A profile read back from the file is first compared
+  with ``spot_check`` (the same two rates, a few runs): beyond ``gate.STALE_MAX`` it is measured again.
 
 Each times its operation with ``timing.time_call`` (warm-up, device sync, repeats) and keeps the
-best repeat: a ceiling is what the machine *can* do, so noise only ever makes it look lower.
+best repeat: a ceiling is what the machine *can* do, so noise only ever makes it look lower. It is one piece (over
+300 lines) on purpose: the profile every floor quotes, how it is measured, kept and checked, read top to bottom.
 
     >>> machine_profile()      # doctest: +SKIP
     MachineProfile(cpu float32: 21.4 GB/s copy bandwidth, 160.2 GFLOP/s matmul, ridge 7.5 FLOP/B, best of 7 runs ...);
@@ -135,6 +137,22 @@ def measure_machine(device="cpu", dtype=torch.float32, *, copy_mb: int | None = 
                           bytes_per_s_range=(min(bw), max(bw)), flops_per_s_range=(min(mm), max(mm)), runs=repeats)
 
 
+SPOT_REPEATS = 3  # best of 3: within a few % of the profile's best of 7 on a quiet machine, a fraction of a second
+
+
+def spot_check(profile: MachineProfile, device="cpu", dtype=torch.float32) -> MachineProfile:
+    """The two rates of ``profile`` measured again, briefly: ``measure_machine`` with its copy size and matmul size,
+    best of ``SPOT_REPEATS`` (a fraction of a second on a CPU). ``machine_profile`` compares it with a profile read
+    back from disk, which may have been measured hours ago at another speed."""
+    return measure_machine(device, dtype, copy_mb=profile.copy_mb, matmul_n=profile.matmul_n, repeats=SPOT_REPEATS)
+
+
+def agrees(checked: MachineProfile, profile: MachineProfile) -> bool:
+    """Both of ``checked``'s rates within ``gate.STALE_MAX`` of ``profile``'s (the gate's ``stale`` rule)."""
+    return all(abs(gate.off(getattr(checked, k), getattr(profile, k))) <= gate.STALE_MAX
+               for k in ("bytes_per_s", "flops_per_s"))
+
+
 # ----------------------------------------------------------------------------- one profile for the whole course
 FORMAT = 1  # the profile file's layout; a file of another layout is ignored (and rewritten on the next save)
 
@@ -250,7 +268,10 @@ def machine_profile(device=None, dtype=None, *, refresh: bool = False) -> SavedP
     The profile is kept in this process and in ``profile_file()``, under ``machine_key`` (CPU, cores, threads,
     torch, device, dtype); its ``repr`` says how long ago it was measured. A measurement whose runs disagree by
     more than ``inferlab.gate.SPREAD_MAX`` (the machine was busy) is used in this process but not saved, and a
-    notebook shows that its run was disturbed. Every notebook cell, figure and sentence that needs a floor calls
+    notebook shows that its run was disturbed. A profile read back from the file is checked first (``spot_check``,
+    once per process): when either rate is more than ``gate.STALE_MAX`` off, the machine is measured again and the
+    new profile replaces it (the machine's speed drifts: a notebook's floors must be this run's). The check's
+    numbers are left as gate evidence (``gate.spot``). Every notebook cell, figure and sentence that needs a floor calls
     this, so they all agree.
 
         >>> machine_profile() is machine_profile()      # doctest: +SKIP
@@ -263,12 +284,20 @@ def machine_profile(device=None, dtype=None, *, refresh: bool = False) -> SavedP
     key = machine_key(device, dtype)
     if refresh or key not in _PROFILES:
         saved = None if refresh else _from_entry(_read_profiles().get(key))
-        if saved is None:
-            measured = measure_machine(device, dtype, repeats=7)
-            saved = SavedProfile(**{f.name: getattr(measured, f.name) for f in dataclasses.fields(MachineProfile)},
-                                 measured_at=time.time(), machine=_describe(device))
-            if max(saved.spread.values()) <= gate.SPREAD_MAX:
-                _save(key, saved)
-        _PROFILES[key] = saved
+        checked = None if saved is None else spot_check(saved, device, dtype)
+        quoted = saved if checked is not None and agrees(checked, saved) else _measure(key, device, dtype)
+        if checked is not None:
+            gate.spot(saved, checked, quoted)
+        _PROFILES[key] = quoted
     gate.machine(_PROFILES[key])
     return _PROFILES[key]
+
+
+def _measure(key: str, device: torch.device, dtype: torch.dtype) -> SavedProfile:
+    """``measure_machine`` (best of 7), kept in the file unless its runs disagree beyond ``gate.SPREAD_MAX``."""
+    measured = measure_machine(device, dtype, repeats=7)
+    profile = SavedProfile(**{f.name: getattr(measured, f.name) for f in dataclasses.fields(MachineProfile)},
+                           measured_at=time.time(), machine=_describe(device))
+    if max(profile.spread.values()) <= gate.SPREAD_MAX:
+        _save(key, profile)
+    return profile

@@ -158,8 +158,10 @@ def prefill_sweep(model: Model, lengths: Sequence[int], *, repeats: int = 5, war
     check_number("repeats", repeats, low=1, integer=True)
     times = [_times(prefill_call(model, sample_ids(model, t, batch)), model, repeats, warmup)
              for t in progress(lengths, tr("prefill"))]
-    return Sweep("prefill", tr("prompt length (tokens)"), lengths, tuple(times), tuple(batch * t for t in lengths),
-                 batch=batch, **meta(model))
+    sweep = Sweep("prefill", tr("prompt length (tokens)"), lengths, tuple(times), tuple(batch * t for t in lengths),
+                  batch=batch, **meta(model))
+    _leave_curve(model, sweep, "prefill_sweep")
+    return sweep
 
 
 def decode_sweep(model: Model, contexts: Sequence[int], *, repeats: int = 5, warmup: int = 1, batch: int = 1,
@@ -176,9 +178,17 @@ def decode_sweep(model: Model, contexts: Sequence[int], *, repeats: int = 5, war
     sweep = Sweep("decode", tr("context (tokens in the cache)"), contexts, tuple(times), tuple(batch for _ in contexts),
                   batch=batch, context=contexts[0], **meta(model),
                   note=tr("each repeat adds one position (contexts C to C+{last})", last=warmup + repeats - 1))
+    _leave_curve(model, sweep, "decode_sweep")
     if batch == 1 and _chosen_path(path, options):
         gate.step(model.info, sweep.medians[0], via="decode_sweep", path=path, context=contexts[0])
     return sweep
+
+
+def _leave_curve(model: Model, sweep: Sweep, via: str) -> None:
+    """The gate's record of a sweep's curve (its ``spike`` rule), for three points or more: with fewer, no point has
+    a neighbour on each side, and the record would only add an empty output to the notebook."""
+    if len(sweep.xs) >= 3:
+        gate.sweep(model.info, sweep.xs, sweep.medians, via=via, job=sweep.job)
 
 
 def _chosen_path(path: str, options: dict) -> bool:
