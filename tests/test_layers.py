@@ -26,7 +26,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("trace",),                                             # what one run recorded (with its settings and model)
     ("recorder",),                                          # recording one run into its trace
     ("engine",),                                            # prefill, decode_step, generate, stream
-    ("embeddings", "vocab_space", "attention", "heads", "logit_lens", "fast", "quantize", "diversity",
+    ("embeddings", "vocab_space", "attention", "flash", "heads", "logit_lens", "fast", "quantize", "diversity",
      "serve"),                                              # lessons
     ("measure", "about"),                                   # timing sweeps, roofline, latency; the machine
     ("narrate",),                                           # each finding as Markdown, with its other-outcome branch

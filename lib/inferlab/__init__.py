@@ -27,6 +27,7 @@ _NAMES: dict[str, str] = {
     **dict.fromkeys(("KVCache", "CacheSnapshot"), "cache"),
     **dict.fromkeys(("Stream", "decode_step", "forward_full", "generate", "prefill", "recompute_step",
                      "reference_generate", "stream"), "engine"),
+    **dict.fromkeys(("eager_attention", "online_softmax_steps", "tiled_attention"), "flash"),
     **dict.fromkeys(("GenerationConfig", "TokenEvent"), "generation"),
     **dict.fromkeys(("by_language", "language", "set_language", "tr"), "i18n"),
     **dict.fromkeys(("Model", "ModelInfo", "load"), "models"),
