@@ -193,7 +193,7 @@ def test_the_throughput_row_alternates_which_policy_runs_first(model, monkeypatc
     def spy(m, s, seed, order):
         orders.append((seed, order))
         return real(m, s, seed, order)
-    monkeypatch.setattr(serve_bench, "batching_runs", spy)
+    monkeypatch.setattr(compare, "batching_runs", spy)
     row = serve_bench.throughput_row(model, sizes, seed=4)
     assert orders == [(4, ("static", "continuous")), (5, ("continuous", "static")), (6, ("static", "continuous"))]
     assert "3 workloads of 5 requests" in row.detail, row.detail

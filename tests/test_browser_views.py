@@ -156,7 +156,8 @@ fig.update_layout(width=600)"""
 # Notebook 09's SLO slider over a latency-throughput curve measured here, small (three arrival rates).
 SLO_CELL = """from inferlab.serve import compare
 from inferlab.widgets import serve as ws
-sizes = compare.BenchSizes(max_batch=2, requests=4, prompt_tokens=(4, 8), new_tokens=(2, 6))
+sizes = compare.BenchSizes(max_batch=2, requests=4, prompt_tokens=(4, 8), new_tokens=(2, 6), load_seconds=0.5,
+                           load_requests=(4, 6))
 ws.slo_picker(compare.load_sweep(m, [2.0, 20.0, 200.0], sizes))"""
 # More new tokens than the stream box shows at once: the box must scroll, not cover its own buttons.
 STREAM_CELL = """from inferlab.widgets.streaming import streaming_view

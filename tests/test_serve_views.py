@@ -63,18 +63,43 @@ def test_kv_usage_and_its_bars(served, model):
         vs.kv_waste_bars({"paged": 3})
 
 
-def points(*p99s):
+def steady(rate, sustained=True):
+    """A SteadyState-like window: ``rate`` requests/s arrived; all finished, or a third of them and the queue grew."""
+    fin = rate if sustained else rate / 3
+    return SimpleNamespace(offered_per_s=rate, finished_per_s=fin, tokens_per_s=10 * fin, sustained=sustained,
+                           queue=(2, 3) if sustained else (2, 40))
+
+
+def points(*p99s, sustained=(True, True, True, True)):
     return [SimpleNamespace(rate=r, summary=SimpleNamespace(tokens_per_s=10 * r, ttft=SimpleNamespace(
-        p50=t / 2, p90=t, p99=t))) for r, t in zip((1.0, 2.0, 4.0, 8.0), p99s, strict=False)]
+        p50=t / 2, p90=t, p99=t)), steady=steady(r, ok)) for r, t, ok in zip((1.0, 2.0, 4.0, 8.0), p99s, sustained,
+                                                                           strict=False)]
+
+
+SPREAD_WINS = SimpleNamespace(ratios=(1.5, 1.7, 1.4, 1.6), pooled=1.55)
+SPREAD_MIXED = SimpleNamespace(ratios=(1.1, 1.9, 1.3, 1.6), pooled=1.45)
+SPREAD_LITTLE = SimpleNamespace(ratios=(0.95, 1.2, 1.05, 1.1), pooled=1.08)
+PEER_FAR = SimpleNamespace(requests=8, new_tokens=32,
+                           same_as_serve={"generate_batch": 8, compare.SERVE_MODEL_LAYOUT: 8},
+                           tokens_per_s={"inferlab.serve": 200.0, "generate_batch": 50.0,
+                                         compare.SERVE_MODEL_LAYOUT: 50.0})
 
 
 def test_load_curve_and_the_slo_slider():
     pts = points(0.2, 0.25, 0.9, 5.0)
     fig = vs.load_curve(pts, slo_s=1.0)
     assert list(fig.data[1].y) == pytest.approx([200, 250, 900, 5000]) and fig.layout.shapes[0].y0 == 1000
+    assert list(fig.data[1].marker.symbol) == ["circle"] * 4  # every rate sustained
+    grows = vs.load_curve(points(0.2, 0.25, 0.9, 5.0, sustained=(True, True, False, False)), slo_s=1.0)
+    assert list(grows.data[1].marker.symbol) == ["circle", "circle", "circle-open", "circle-open"]
+    assert "not sustained" in grows.data[1].hovertext[2] and "not sustained" not in grows.data[1].hovertext[1]
     label = next(a for a in fig.layout.annotations if a.text == "SLO")  # on a log axis plotly puts it at 10**y
     assert fig.layout.yaxis.type == "log" and 10**label.y == pytest.approx(1000)
     assert ws.best_within(pts, 1.0).rate == 4.0 and ws.best_within(pts, 0.1) is None
+    # a rate whose queue grew met the SLO only because the requests stopped: the slider never names it
+    grew = points(0.2, 0.25, 0.9, 5.0, sustained=(True, True, False, False))
+    assert ws.best_within(grew, 1.0).rate == 2.0 and ws.best_within(grew, 10.0).rate == 2.0
+    assert ws.best_within(points(0.2, 0.25, 0.9, 5.0, sustained=(False,) * 4), 10.0) is None
     view = ws.slo_picker(pts)
     slider, note = view.children[:2]
     slider.value = 300.0
@@ -104,8 +129,9 @@ FINDINGS = {  # each finding in both outcomes: (the lesson holds, it does not)
     "static_vs_continuous": ((summary(20, 3, 9), summary(35, 0.3, 2)), (summary(20, 3, 9), summary(21, 2.9, 8))),
     "paging": (({"contiguous max-length": (800, 300), "paged": (330, 300)}, 8.5, 4, 192),
                ({"contiguous max-length": (400, 380), "paged": (390, 380)}, 4.2, 4, 100)),
-    "knee": ((points(0.2, 0.25, 0.9, 5.0), 1.0), (points(0.2, 0.25), 0.1)),
-    "chunks": ((2.0, 0.3, 2.1, 2.6, 64, 768), (0.2, 0.19, 0.3, 0.35, 64, 96)),
+    "spread": ((SPREAD_WINS,), (SPREAD_LITTLE,)),
+    "knee": ((points(0.2, 0.25, 0.9, 5.0, sustained=(True, True, True, False)), 1.0), (points(0.2, 0.25), 0.1)),
+    "chunks": ((2.0, 0.3, 2.1, 2.6, 64, 768, 0.02, 0.09), (0.2, 0.19, 0.3, 0.35, 64, 96, 0.02, 0.03)),
     "prefix": ((1.2, 0.2, 256, 1792), (0.5, 0.45, 32, 64)),
     "peer": ((SimpleNamespace(requests=8, new_tokens=32, tokens_per_s={"inferlab.serve": 30.0, "generate_batch": 28.0},
                               same_as_serve={"inferlab.serve": 8, "generate_batch": 8}),),
@@ -117,21 +143,76 @@ FINDINGS = {  # each finding in both outcomes: (the lesson holds, it does not)
 # words of each outcome's own sentence (English): the lesson holds, it does not
 BRANCH = {"why_batch": ("This is why servers batch", "set its time here"),
           "static_vs_continuous": ("refills a slot the moment", "gained little"),
+          "spread": ("Every workload favoured", "gained little on this machine"),
           "paging": ("turns saved memory into throughput", "fitted few more"),
-          "knee": ("the **knee**", "No rate tried"),
-          "chunks": ("keep their pace", "did not smooth"),
+          "knee": ("**goodput**", "No rate tried"),
+          "chunks": ("bounded slowdown", "did not smooth"),
           "prefix": ("only computes its own part", "saved less here"),
           "peer": ("keep up with", "was faster on this run")}
 
 
 def test_a_much_faster_serve_says_why_in_both_languages(zh):
-    far = SimpleNamespace(requests=8, new_tokens=32, same_as_serve={"generate_batch": 8},
-                          tokens_per_s={"inferlab.serve": 200.0, "generate_batch": 50.0})
-    chinese(n09.peer(far))
+    """Requests all at once measure kernels and layouts: said in every outcome, with the layout's share measured."""
+    chinese(n09.peer(PEER_FAR))
     i18n.set_language("en")
-    text = n09.peer(far)
-    assert "pre-packed for oneDNN" in text and "keep up with" not in text and "was faster" not in text
-    assert "pre-packed" not in n09.peer(FINDINGS["peer"][0][0])  # 30 against 28 tokens/s: keeping up
+    text = n09.peer(PEER_FAR)
+    assert "made it **4.0x** faster" in text and "not because they scheduled better" in text
+    assert "keep up with" not in text and "was faster" not in text
+    flat = SimpleNamespace(**{**vars(PEER_FAR), "tokens_per_s": {**PEER_FAR.tokens_per_s,
+                                                                 compare.SERVE_MODEL_LAYOUT: 190.0}})
+    text = n09.peer(flat)
+    assert "made little difference" in text and "pre-packed" not in text
+    for cmp in (PEER_FAR, flat, *FINDINGS["peer"][0], *FINDINGS["peer"][1]):
+        assert "not its scheduling" in n09.peer(cmp)
+    assert "pre-packed" not in n09.peer(FINDINGS["peer"][0][0])  # no model-layout bar: no sentence about it
+    i18n.set_language("zh")
+    chinese(n09.peer(flat))
+
+
+def test_the_spread_warns_where_one_workload_gained_little(zh):
+    chinese(n09.spread(SPREAD_MIXED))
+    i18n.set_language("en")
+    text = n09.spread(SPREAD_MIXED)
+    assert "can mislead" in text and "1.10x to 1.90x" in text and "**1.45x**" in text
+    assert "Every workload" not in text and "gained little on this machine" not in text
+
+
+def test_the_knee_names_a_goodput_only_where_the_server_kept_up(zh):
+    """The stored run named 117 tokens/s at 26 requests/s, which the server finished at about 6/s: a rate whose
+    queue grew is never named, even within the SLO."""
+    burst = points(0.2, 0.25, 0.5, 0.55, sustained=(True, True, False, False))
+    kept = points(0.2, 0.25, 0.3, 0.35)
+    only_growing = points(2.0, 0.5, 0.6, 0.7, sustained=(True, False, False, False))
+    for pts in (burst, kept, only_growing):
+        chinese(n09.knee(pts, 1.0))
+    i18n.set_language("en")
+    text = n09.knee(burst, 1.0)
+    assert "20.0 tokens/s (at 2.0 requests/s" in text  # not 4 or 8 requests/s: their queues grew
+    assert "From 4.0 requests/s on, requests arrived faster" in text and "queue grew from 2 to 40" in text
+    assert "never tripled" in text
+    text = n09.knee(kept, 1.0)
+    assert "it kept up" in text and "80.0 tokens/s (at 8.0 requests/s" in text and "arrived faster" not in text
+    text = n09.knee(only_growing, 1.0)
+    assert "only while its queue was growing" in text and "**goodput**" not in text and "No rate tried" not in text
+
+
+def test_the_knee_refuses_a_rate_above_the_measured_service_rate(zh):
+    """A point called sustained at a rate above what an overloaded run finished per second is not named."""
+    pts = points(0.2, 0.3, 0.5, sustained=(True, False, True))
+    pts[1].steady.finished_per_s = 1.5  # at 2/s it finished 1.5/s: 4/s cannot be sustained whatever its window said
+    i18n.set_language("en")
+    assert "10.0 tokens/s (at 1.0 requests/s" in n09.knee(pts, 1.0)
+
+
+def test_chunked_decodes_slow_down_instead_of_stopping(zh):
+    slowed = (0.8, 0.11, 0.8, 1.2, 64, 768, 0.022, 0.095)
+    kept = (0.8, 0.11, 0.8, 1.2, 64, 768, 0.022, 0.025)
+    chinese(n09.chunks(*slowed)), chinese(n09.chunks(*kept))
+    i18n.set_language("en")
+    text = n09.chunks(*slowed)
+    assert "slow down instead of stopping" in text and "**4.3x**" in text and "kept their pace" not in text
+    text = n09.chunks(*kept)
+    assert "kept their pace" in text and "slow down" not in text
 
 
 @pytest.mark.parametrize("name", list(FINDINGS))
@@ -160,7 +241,7 @@ def test_the_tpot_sentence_follows_the_numbers(zh):
 def test_the_long_prompts_cost_follows_the_numbers(zh):
     """The long prompt is said to pay for chunking only when its TTFT rose (a stored zh run: 931 ms whole, 862 ms in
     chunks, and the prose said it paid)."""
-    chinese(n09.chunks(2.0, 0.3, 0.93, 0.86, 64, 768))
+    chinese(n09.chunks(2.0, 0.3, 0.93, 0.86, 64, 768, 0.02, 0.05))
     i18n.set_language("en")
-    assert "lost nothing" in n09.chunks(2.0, 0.3, 0.93, 0.86, 64, 768)
-    assert "paid for it" in n09.chunks(2.0, 0.3, 0.58, 0.75, 64, 768)
+    assert "lost nothing" in n09.chunks(2.0, 0.3, 0.93, 0.86, 64, 768, 0.02, 0.05)
+    assert "paid for it" in n09.chunks(2.0, 0.3, 0.58, 0.75, 64, 768, 0.02, 0.05)

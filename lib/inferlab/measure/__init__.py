@@ -13,6 +13,7 @@
     roofline.py     measured times against the cost model: ``sweep_costs``, ``roofline_points``,
                     ``myth_check``, ``count_ops``, ``predict_sizes``,
                     ``compute_bound_from`` (prefill's knee), ``TpotVerdict``
+    serving.py      ``serve_step_sweep``: one decode step of ``serve.run``'s forward at several batch sizes
     speedups.py     notebook 08's techniques: ``quant_rows``, ``decode_paths``, ``scoreboard_rows``
     profiling.py    ``profile_step`` (where one step's time goes), ``op_group``, ``peak_bytes``
 
@@ -38,6 +39,7 @@ from .latency import (
     tpot_sweep,
     ttft_sweep,
 )
+from .long_context import AttentionMemory, Crossover, DecodeGrid, GridPoint, attention_memory, decode_grid
 from .machine import machine_profile, measure_bandwidth, measure_machine, measure_matmul
 from .profiling import StepProfile, peak_bytes, profile_step
 from .roofline import (
@@ -52,6 +54,7 @@ from .roofline import (
     roofline_points,
     sweep_costs,
 )
+from .serving import serve_step_sweep
 from .speedups import (
     PathRow,
     QuantRow,
@@ -66,7 +69,11 @@ from .sweeps import Sweep, batch_sweep, decode_sweep, prefill_sweep, sample_ids,
 from .thinking import ThinkingPoint, split_thinking, thinking_sweep
 
 __all__ = [
+    "AttentionMemory",
     "CacheComparison",
+    "Crossover",
+    "DecodeGrid",
+    "GridPoint",
     "KernelComparison",
     "Measurement",
     "MythCheck",
@@ -80,6 +87,7 @@ __all__ = [
     "ThinkingPoint",
     "TpotVerdict",
     "attention_kernels",
+    "attention_memory",
     "batch_sweep",
     "bench_prompt",
     "cached_model",
@@ -88,6 +96,7 @@ __all__ = [
     "compiled_decoder",
     "compute_bound_from",
     "count_ops",
+    "decode_grid",
     "decode_paths",
     "decode_sweep",
     "kernel_sweep",
@@ -107,6 +116,7 @@ __all__ = [
     "roofline_points",
     "sample_ids",
     "scoreboard_rows",
+    "serve_step_sweep",
     "split_thinking",
     "sweep_costs",
     "thinking_sweep",

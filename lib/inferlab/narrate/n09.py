@@ -1,7 +1,8 @@
 """Notebook 09 (serving many users): each finding as Markdown, from the numbers the notebook measured.
 
 In the reader's language (``inferlab.i18n.tr``). Times are seconds. The runs come from ``inferlab.serve.compare``
-(``ServeSummary``, ``LoadPoint``, ``PeerComparison``), the batch sweep from ``inferlab.measure.batch_sweep``.
+(``ServeSummary``, ``BatchingSpread``, ``LoadPoint``, ``GapPhases``, ``PeerComparison``), the batch sweep from
+``measure.serve_step_sweep`` (the paged forward ``serve.run`` serves with).
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from ..units import ms
 
 
 def why_batch(batches, medians) -> str:
-    """One decode step at each batch size (``Sweep.xs``, ``Sweep.medians``): what a token costs as the batch grows."""
+    """One decode step of serve's forward at each batch size (``Sweep.xs``, ``Sweep.medians``): what a token costs as
+    the batch grows."""
     b0, t0, b1, t1 = batches[0], medians[0], batches[-1], medians[-1]
-    text = tr("One decode step took {t0} at batch {b0} and {t1} at batch {b1}: {b1} users each got a token for "
-              "{x:.1f}x the time of one. ", t0=ms(t0), b0=b0, t1=ms(t1), b1=b1, x=t1 / t0)
+    text = tr("One decode step of the forward this notebook serves with took {t0} at batch {b0} and {t1} at batch "
+              "{b1}: {b1} users each got a token for {x:.1f}x the time of one. ", t0=ms(t0), b0=b0, t1=ms(t1), b1=b1,
+              x=t1 / t0)
     if t1 / t0 < (b1 / b0) / 2:
         return text + tr("Per token that is **{gain:.1f}x cheaper**. Every step reads all the weights once, whatever "
                          "the batch (notebook 04: decode is limited by that read), so a server that runs many "
@@ -52,6 +55,22 @@ def static_vs_continuous(static, continuous) -> str:
                      "the answers are about equally long or the requests arrive too slowly to fill a batch.")
 
 
+def spread(sp) -> str:
+    """A ``BatchingSpread``: continuous / static on several workloads, both orders, each one's ratio and the pooled."""
+    lo, hi, n = min(sp.ratios), max(sp.ratios), len(sp.ratios)
+    text = tr("Over {n} workloads (different seeds, each policy run first in half of them), continuous batching made "
+              "{lo:.2f}x to {hi:.2f}x static's tokens/s; pooled (each policy's tokens over its seconds) **{x:.2f}x**. ",
+              n=n, lo=lo, hi=hi, x=sp.pooled)
+    if sp.pooled < 1.2:
+        return text + tr("Pooled, continuous batching gained little on this machine: the single run above is one "
+                         "sample of a small effect.")
+    if lo < 1.2:
+        return text + tr("Pooled, continuous batching wins, yet some workload showed it gaining little: one run of a "
+                         "dozen requests can mislead, which is why a benchmark pools several.")
+    return text + tr("Every workload favoured continuous batching; how much moved with the seed and the order, so one "
+                     "run's ratio is a sample, not the server's number.")
+
+
 def paging(usage, fit_paged: float, fit_contiguous: float, longest: int) -> str:
     """``kv_usage``'s ``{layout: (reserved, used)}`` and the requests in flight under each layout."""
     (c_res, c_used), (p_res, p_used) = usage["contiguous max-length"], usage["paged"]
@@ -70,31 +89,47 @@ def paging(usage, fit_paged: float, fit_contiguous: float, longest: int) -> str:
 
 
 def knee(points, slo_s: float) -> str:
-    """``LoadPoint``s over arrival rates: where TTFT p99 takes off, and the most throughput within ``slo_s``."""
+    """``LoadPoint``s over arrival rates: where TTFT p99 takes off, which rates the server sustained (finished as fast
+    as they arrived, ``SteadyState``), and the most throughput it sustains within ``slo_s`` (its goodput)."""
     base = points[0].summary.ttft.p99
     bent = next((p for p in points if p.summary.ttft.p99 > 3 * base), None)
-    ok = [p for p in points if p.summary.ttft.p99 <= slo_s]
+    over = [p for p in points if not p.steady.sustained]
+    service = max((p.steady.finished_per_s for p in over), default=math.inf)  # what it finished when it could not
+    within = [p for p in points if p.summary.ttft.p99 <= slo_s]
+    ok = [p for p in within if p.steady.sustained and p.rate <= service]
     text = tr("At {r0:.1f} requests/s the slowest 1% waited {t0} for a first token. ", r0=points[0].rate, t0=ms(base))
     if bent is None:
-        text += tr("Up to {r:.1f} requests/s it never tripled: the server kept up with every rate tried. ",
-                   r=points[-1].rate)
+        text += tr("Up to {r:.1f} requests/s it never tripled. ", r=points[-1].rate)
     else:
-        text += tr("From {r:.1f} requests/s it jumped to {t}: the **knee**. Past it, requests arrive faster than "
-                   "the server finishes them, the queue grows, and throughput stops following the rate "
-                   "({tps:.1f} tokens/s there). ", r=bent.rate, t=ms(bent.summary.ttft.p99),
-                   tps=bent.summary.tokens_per_s)
+        text += tr("From {r:.1f} requests/s it jumped to {t}: the **knee**. ", r=bent.rate, t=ms(bent.summary.ttft.p99))
+    if over:
+        first = over[0]
+        text += tr("From {r:.1f} requests/s on, requests arrived faster than the server finished them: in the measured "
+                   "window {a:.1f} arrived and {f:.1f} finished per second, and the queue grew from {q0} to {q1}. "
+                   "Offered for longer, its TTFT would grow without bound. ", r=first.rate,
+                   a=first.steady.offered_per_s, f=first.steady.finished_per_s, q0=first.steady.queue[0],
+                   q1=first.steady.queue[1])
+    else:
+        text += tr("At every rate tried the server finished requests as fast as they arrived (the queue did not "
+                   "grow): it kept up. ")
     if ok:
-        best = max(ok, key=lambda p: p.summary.tokens_per_s)
+        best = max(ok, key=lambda p: p.steady.tokens_per_s)
         return text + tr("With an SLO of TTFT p99 within {slo}, the most this server sustains is {tps:.1f} tokens/s "
-                         "(at {r:.1f} requests/s): that, not the peak, is what it can promise.", slo=ms(slo_s),
-                         tps=best.summary.tokens_per_s, r=best.rate)
+                         "(at {r:.1f} requests/s, finished as fast as they arrived): that **goodput**, not the peak, "
+                         "is what it can promise.", slo=ms(slo_s), tps=best.steady.tokens_per_s, r=best.rate)
+    if within:
+        return text + tr("Some rate met an SLO of TTFT p99 within {slo} only while its queue was growing (the "
+                         "arrivals stopped first): no rate tried is one the server could sustain within it. Loosen "
+                         "the SLO, or offer fewer requests per second.", slo=ms(slo_s))
     return text + tr("No rate tried met an SLO of TTFT p99 within {slo}: loosen it, or serve fewer requests per "
                      "second.", slo=ms(slo_s))
 
 
 def chunks(whole_p99: float, chunked_p99: float, ttft_whole: float, ttft_chunked: float, chunk: int,
-           long_prompt: int) -> str:
-    """The decoding requests' p99 time between tokens with and without chunked prefill, and the long prompt's TTFT."""
+           long_prompt: int, before: float, during: float) -> str:
+    """The decoding requests' p99 time between tokens with and without chunked prefill, the long prompt's TTFT, and
+    (chunked run, ``compare.gap_phases``) the decodes' median gap ``before`` the long prompt arrived and ``during``
+    its chunks."""
     text = tr("While a {n}-token prompt was read, the requests already decoding waited up to {w} between two tokens "
               "(p99) when it was read whole, and {c} when it was read in chunks of {k} (**{x:.2f}x**). ", n=long_prompt,
               w=ms(whole_p99), c=ms(chunked_p99), k=chunk, x=chunked_p99 / whole_p99)
@@ -102,11 +137,17 @@ def chunks(whole_p99: float, chunked_p99: float, ttft_whole: float, ttft_chunked
                "steps with the others' decodes.", a=ms(ttft_whole), b=ms(ttft_chunked)) if ttft_chunked > ttft_whole
             else tr("The long prompt lost nothing on this run (TTFT {a} whole, {b} in chunks): the decodes beside its "
                     "chunks are short.", a=ms(ttft_whole), b=ms(ttft_chunked)))
-    if chunked_p99 <= 0.7 * whole_p99:
-        return text + tr("A whole prompt is one long step that every running request waits through; chunks cap "
-                         "each step's prompt tokens, so decodes keep their pace. ") + cost
-    return text + tr("Chunks did not smooth the decodes much here: the prompt was short enough that a whole prefill "
-                     "step was not much longer than a chunked one. ") + cost
+    if chunked_p99 > 0.7 * whole_p99:
+        return text + tr("Chunks did not smooth the decodes much here: the prompt was short enough that a whole "
+                         "prefill step was not much longer than a chunked one. ") + cost
+    text += tr("A whole prompt is one long step that every running request waits through; chunks cap each step's "
+               "prompt tokens, so the stall becomes a bounded slowdown. ")
+    if during <= 1.25 * before:
+        return text + tr("While the chunks ran, the decodes kept their pace (median gap {d} against {b} before the "
+                         "long prompt arrived). ", d=ms(during), b=ms(before)) + cost
+    return text + tr("While the chunks ran, the decodes' median gap was {d} against {b} before the long prompt arrived "
+                     "(**{x:.1f}x**): they slow down instead of stopping, and the chunk size sets how much. ",
+                     d=ms(during), b=ms(before), x=during / before) + cost
 
 
 def prefix(ttft_without: float, ttft_with: float, shared: int, reused: int) -> str:
@@ -124,21 +165,33 @@ def prefix(ttft_without: float, ttft_with: float, shared: int, reused: int) -> s
 
 
 def peer(cmp) -> str:
-    """A ``PeerComparison``: inferlab.serve against transformers' engines, tokens/s and equal answers."""
+    """A ``PeerComparison``: inferlab.serve (and, where measured, serve on the model's own layout) against
+    transformers' engines, tokens/s and equal answers, on requests that all arrive at once."""
+    from ..serve.compare import SERVE_MODEL_LAYOUT
+
     ours = cmp.tokens_per_s["inferlab.serve"]
     parts = [tr("{name}: {tps:.1f} tokens/s ({x:.2f}x ours), {same}/{n} answers equal to ours", name=k, tps=v,
                 x=v / ours, same=cmp.same_as_serve[k], n=cmp.requests)
              for k, v in cmp.tokens_per_s.items() if k != "inferlab.serve"]
     text = tr("The same {n} requests of {t} tokens each: inferlab.serve made {tps:.1f} tokens/s; ", n=cmp.requests,
               t=cmp.new_tokens, tps=ours) + by_language(en="; ", zh="；").join(parts) + by_language(en=". ", zh="。")
-    others = [v for k, v in cmp.tokens_per_s.items() if k != "inferlab.serve" and not math.isnan(v)]
+    text += tr("Every request arrived at once and every answer had the same length, so every engine did the same "
+               "work: this comparison measures each engine's step, its kernels and weight layout, not its scheduling "
+               "(section 2 measured that). ")
+    layout = cmp.tokens_per_s.get(SERVE_MODEL_LAYOUT, math.nan)
+    if not math.isnan(layout):
+        text += (tr("On the model's own layout ours made {m:.1f} tokens/s: the weights pre-packed for oneDNN "
+                    "(notebook 08's *packed* layout) made it **{x:.1f}x** faster. ", m=layout, x=ours / layout)
+                 if ours >= 1.3 * layout else
+                 tr("On the model's own layout ours made {m:.1f} tokens/s ({x:.2f}x): the weight layout made little "
+                    "difference on this machine. ", m=layout, x=ours / layout))
+    others = [v for k, v in cmp.tokens_per_s.items() if k not in ("inferlab.serve", SERVE_MODEL_LAYOUT)
+              and not math.isnan(v)]
     if others and max(others) * 1.3 <= ours:
-        return text + tr("A few hundred readable lines beat transformers' own engines here, and not by scheduling "
-                         "alone: ours runs its matrix products on weights pre-packed for oneDNN (notebook 08's "
-                         "*packed* layout, `weights=\"auto\"`), where a product of 2 to 16 rows on the model's own "
-                         "layout streams the weights slower than one of a single row on this CPU. "
-                         "`il.serve.run(..., weights=\"model\")` runs ours on the model's own layout: try it.")
-    if all(not math.isnan(v) and v <= ours * 1.2 for v in cmp.tokens_per_s.values()):
+        return text + tr("A few hundred readable lines beat transformers' own engines here because each of their "
+                         "steps ran faster kernels on a better layout for this CPU, not because they scheduled "
+                         "better.")
+    if all(v <= ours * 1.2 for v in others):
         return text + tr("A few hundred readable lines keep up with the library's own engine here: the time goes "
                          "into the same matrix products, whoever schedules them.")
     return text + tr("transformers was faster on this run: its engine batches the attention of all requests in fewer "

@@ -33,12 +33,11 @@ from ..timing import percentile
 from .compare import (
     NEAR_TIE,
     BenchSizes,
-    batching_runs,
+    batching_spread,
     chunk_runs,
     equality,
     fit_runs,
     gaps,
-    idle_slots,
     in_flight,
     peer_runs,
     prefix_runs,
@@ -110,24 +109,19 @@ def throughput_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
     (seed 0 in six runs: 1.38x to 1.64x), so the row pools four workloads (two each way round): pooled, four
     runs of two workloads gave 1.55x to 1.62x, three runs of four 1.57x, 1.60x and 1.68x (the README has them)."""
     sizes = dataclasses.replace(sizes, requests=sizes.throughput_requests, load=sizes.throughput_load)
-    orders = (("static", "continuous"), ("continuous", "static"))
-    runs = [batching_runs(model, sizes, seed + i, orders[i % 2]) for i in range(sizes.workloads)]
-    def pooled(policy: str) -> float:
-        return (sum(r[policy].summary.generated_tokens for _, _, r in runs)
-                / sum(r[policy].summary.seconds for _, _, r in runs))
+    spread, runs = batching_spread(model, sizes, seed)
     rate, step, res = runs[0]
     st, co = res["static"].summary, res["continuous"].summary
-    each = ", ".join(f"{r['continuous'].summary.tokens_per_s / r['static'].summary.tokens_per_s:.2f}x"
-                     for _, _, r in runs)
-    idle = ", ".join(f"{idle_slots(r['static']):.0%}/{idle_slots(r['continuous']):.0%}" for _, _, r in runs)
+    each = ", ".join(f"{x:.2f}x" for x in spread.ratios)
+    idle = ", ".join(f"{w[3]:.0%}/{w[4]:.0%}" for w in spread.workloads)
     detail = (f"{sizes.workloads} workloads of {sizes.requests} requests (ratios {each}; idle slots static/continuous "
               f"{idle}); the first at {rate:.2f}/s ({sizes.load:g} x the estimated capacity: {sizes.max_batch} slots, "
               f"a decode step {_ms(step)}), prompts {sizes.prompt_tokens}, answers "
               f"{sizes.new_tokens} tokens: tokens/s static {st.tokens_per_s:.1f}, continuous {co.tokens_per_s:.1f}; "
               f"TTFT p50 {_ms(st.ttft.p50)} vs {_ms(co.ttft.p50)}, p99 {_ms(st.ttft.p99)} vs {_ms(co.ttft.p99)}; "
               f"TPOT p50 {_ms(st.tpot.p50)} vs {_ms(co.tpot.p50)}")
-    return _ratio_row("continuous / static throughput (Poisson, near saturation)",
-                      pooled("continuous") / pooled("static"), at_least=1.5, detail=detail)
+    return _ratio_row("continuous / static throughput (Poisson, near saturation)", spread.pooled, at_least=1.5,
+                      detail=detail)
 
 
 def peer_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:

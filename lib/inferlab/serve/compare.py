@@ -5,15 +5,18 @@ results, not a verdict; ``serve.bench`` turns them into the benchmark's rows, no
 
     batching_runs   static and continuous batching on one Poisson workload near the server's capacity
     idle_slots      the share of batch slots that ran nothing
+    batching_spread batching_runs on several workloads, both orders: each one's ratio and the pooled one
     peer_runs       inferlab.serve against transformers' ``generate_batch`` (and a padded ``generate()``)
     fit_runs        paged KV blocks against a contiguous max-length reservation, in the same memory
     kv_usage        positions reserved against used, per iteration, under either layout
     chunk_runs      a long prompt arrives while others decode: whole against chunked prefill
+    gap_phases      the decoders' time between tokens before the long prompt arrived and while it was read
     prefix_runs     requests sharing a long opening, without and with prefix caching
-    load_sweep      continuous batching over arrival rates (the latency-throughput curve)
+    load_sweep      continuous batching over arrival rates, each held long enough (``serve.load``)
     equality        every policy and option against solo ``il.generate``, token for token (``serve.equality``)
 
-Sizes travel as one ``BenchSizes``; GPT-2's shape with random weights is the model to time (its speed does not
+Sizes travel as one ``BenchSizes`` (``serve.sizes``); one decode step of the forward these runs use, at several
+batch sizes, is ``measure.serve_step_sweep``; GPT-2's shape with random weights is the model to time (its speed does not
 depend on its weights' values), the bundled model the one to check tokens on.
 
     >>> _, _, runs = batching_runs(g, BenchSizes())                         # doctest: +SKIP
@@ -27,53 +30,35 @@ import statistics
 from dataclasses import dataclass
 
 from .. import _hf
+from ..errors import bad_value, check_number
+from ..i18n import tr
 from ..models import Model
 from ..timing import clock, interleave, time_call
 from .equality import NEAR_TIE, Divergence, Equality, divergence, equality, solo_tokens  # noqa: F401 (09: compare.equality)
+from .load import LoadPoint, SteadyState, load_requests, load_sweep, steady_state  # noqa: F401 (09: compare.*)
 from .paged import PagedKV, Segment
-from .report import ServeResult, ServeSummary
+from .report import ServeResult
 from .requests import workload
 from .scheduler import run
+from .sizes import BenchSizes
 
 
-@dataclass(frozen=True)
-class BenchSizes:
-    """How big each measurement is. The defaults take a few minutes on 2 CPU cores; ``small()`` seconds."""
-
-    max_batch: int = 8
-    requests: int = 16  # throughput and paged-vs-contiguous workloads
-    workloads: int = 4  # the bench's throughput row: Poisson workloads (seeds) pooled; one run of each is noisy
-    load: float = 1.0  # arrival rate / the estimated capacity (max_batch slots decoding the mean answer)
-    throughput_requests: int = 64  # the bench's throughput row: requests per workload, arriving at
-    throughput_load: float = 1.5  # this load, so that the queue seldom empties (see ``serve.bench.throughput_row``)
-    prompt_tokens: tuple[int, int] = (16, 64)
-    new_tokens: tuple[int, int] = (8, 128)
-    peer_new_tokens: int = 32  # generate_batch takes one answer length for all
-    fit_blocks: int = 48  # the KV memory of the paged-vs-contiguous row, in blocks of 16 positions
-    long_prompt: int = 768  # the long prompt of the chunked-prefill row
-    prefill_chunk: int = 64
-    decoders: int = 4  # requests decoding when the long prompt arrives
-    decoder_tokens: int = 48
-    shared_prefix: int = 256
-    prefix_requests: int = 8
-
-    @classmethod
-    def small(cls) -> BenchSizes:
-        """Seconds, for the test suite: every row runs, none of its numbers means much."""
-        return cls(max_batch=4, requests=6, workloads=1, throughput_requests=5, prompt_tokens=(4, 12),
-                   new_tokens=(2, 12), peer_new_tokens=4, fit_blocks=6, long_prompt=96, prefill_chunk=16, decoders=2,
-                   decoder_tokens=8, shared_prefix=64, prefix_requests=3)
-
-
-def forward_s(model: Model, batch: int, tokens: int, context: int = 0, *, repeats: int = 3) -> float:
-    """Median seconds of one paged forward: ``batch`` requests each running ``tokens`` new tokens after ``context``
-    positions already in their blocks (``tokens=1``: a decode step of the whole batch)."""
+def forward_times(model: Model, batch: int, tokens: int, context: int = 0, *, repeats: int = 3) -> tuple[float, ...]:
+    """Seconds of each repeat of one paged forward (``serve.run``'s, weights ``"auto"``): ``batch`` requests each
+    running ``tokens`` new tokens after ``context`` positions already in their blocks (``tokens=1``: a decode step
+    of the whole batch)."""
     bs = 16
     per = -(-(context + tokens) // bs)
     kv = PagedKV(model, batch * per, bs)
     ids = tuple(100 + i % 1000 for i in range(tokens))
     segments = [Segment(ids, context, tuple(range(i * per, (i + 1) * per)), True) for i in range(batch)]
-    return statistics.median(time_call(lambda: kv.forward(segments), repeats=repeats, device=model.device))
+    return tuple(time_call(lambda: kv.forward(segments), repeats=repeats, device=model.device))
+
+
+def forward_s(model: Model, batch: int, tokens: int, context: int = 0, *, repeats: int = 3) -> float:
+    """Median seconds of one paged forward (``forward_times``)."""
+    return statistics.median(forward_times(model, batch, tokens, context, repeats=repeats))
+
 
 # ----------------------------------------------------------------------------- the runs (notebook 09 shows them)
 def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0, order: tuple[str, str] = ("static", "continuous")
@@ -103,6 +88,44 @@ def idle_slots(result: ServeResult) -> float:
 
 
 @dataclass(frozen=True)
+class BatchingSpread:
+    """``batching_runs`` on several workloads: per workload ``(seed, the policy run first, continuous / static
+    tokens/s, static's idle slots, continuous's idle slots)``, and the pooled ratio (each policy's tokens over its
+    seconds, all workloads together)."""
+
+    workloads: tuple[tuple[int, str, float, float, float], ...]
+    pooled: float
+    rate: float  # the first workload's arrival rate (requests/s)
+    step: float  # its decode step at max_batch (seconds)
+
+    @property
+    def ratios(self) -> tuple[float, ...]:
+        return tuple(w[2] for w in self.workloads)
+
+    def __repr__(self) -> str:
+        each = ", ".join(f"{w[2]:.2f}x" for w in self.workloads)
+        return tr("BatchingSpread({n} workloads: {each}; pooled {pooled:.2f}x)", n=len(self.workloads), each=each,
+                  pooled=self.pooled)
+
+
+def batching_spread(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[BatchingSpread, list]:
+    """``batching_runs`` on ``sizes.workloads`` Poisson workloads (seeds ``seed``, ``seed + 1``, ...), the policy
+    run first alternating (static first on the first): one workload's ratio moves with the seed and with the
+    machine's state, and whichever runs first was favoured on a 2-core VM. ``(the spread, every workload's
+    (rate, step, runs))``; ``serve.bench.throughput_row`` scores it."""
+    check_number("sizes.workloads", sizes.workloads, low=1, integer=True)
+    orders = (("static", "continuous"), ("continuous", "static"))
+    runs = [batching_runs(model, sizes, seed + i, orders[i % 2]) for i in range(sizes.workloads)]
+
+    def pooled(policy: str) -> float:
+        return (sum(r[policy].summary.generated_tokens for _, _, r in runs)
+                / sum(r[policy].summary.seconds for _, _, r in runs))
+    rows = tuple((seed + i, orders[i % 2][0], r["continuous"].summary.tokens_per_s / r["static"].summary.tokens_per_s,
+                  idle_slots(r["static"]), idle_slots(r["continuous"])) for i, (_, _, r) in enumerate(runs))
+    return BatchingSpread(rows, pooled("continuous") / pooled("static"), runs[0][0], runs[0][1]), runs
+
+
+@dataclass(frozen=True)
 class PeerComparison:
     """The same requests through ``inferlab.serve`` and transformers: tokens/s (median of interleaved runs) and
     how many answers equal serve's."""
@@ -113,10 +136,17 @@ class PeerComparison:
     same_as_serve: dict[str, int]
 
 
-def peer_runs(model: Model, sizes: BenchSizes, seed: int = 0, repeats: int = 2, *, padded: bool = False
-              ) -> PeerComparison:
-    """``serve.run`` (continuous), transformers' ``generate_batch`` and (``padded``) ``generate()`` on one padded
-    batch, on the same requests all at once, interleaved (``timing.interleave``)."""
+SERVE_MODEL_LAYOUT = 'inferlab.serve, weights="model"'  # peer_runs' key for serve on the model's own layout
+
+
+def peer_runs(model: Model, sizes: BenchSizes, seed: int = 0, repeats: int = 2, *, padded: bool = False,
+              model_layout: bool = False) -> PeerComparison:
+    """``serve.run`` (continuous), transformers' ``generate_batch``, (``padded``) ``generate()`` on one padded
+    batch and (``model_layout``) ``serve.run(..., weights="model")``, on the same requests all at once, interleaved
+    (``timing.interleave``).
+
+    All requests arrive at once with equal answer lengths, so every scheduler does the same work: the comparison
+    measures each engine's step (kernels, weight layout), not scheduling (``batching_runs`` measures that)."""
     reqs = workload(sizes.requests, math.inf, sizes.prompt_tokens, sizes.peer_new_tokens, seed, model=model)
     blocks = -(-(sizes.prompt_tokens[1] + sizes.peer_new_tokens) // 16) * sizes.max_batch
     prompts, n = [list(r.prompt_ids) for r in reqs], sizes.peer_new_tokens
@@ -127,6 +157,9 @@ def peer_runs(model: Model, sizes: BenchSizes, seed: int = 0, repeats: int = 2, 
                                                              kv_blocks=blocks)}
     if padded:
         calls["generate() padded"] = lambda: _hf.hf_generate_padded(model, prompts, max_new_tokens=n)
+    if model_layout:
+        calls[SERVE_MODEL_LAYOUT] = lambda: [list(s.tokens) for s in run(model, reqs, max_batch=sizes.max_batch,
+                                                                          kv_blocks=blocks, weights="model").requests]
     out: dict[str, list] = {}
 
     def timed(name):
@@ -199,6 +232,40 @@ def gaps(result: ServeResult, ids) -> list[float]:
     return out
 
 
+@dataclass(frozen=True)
+class GapPhases:
+    """The decoders' time between tokens (seconds, medians and the longest) before a long prompt arrived and while
+    it was read (from its arrival to its first token)."""
+
+    before: float
+    during: float
+    longest_during: float
+
+    def __repr__(self) -> str:
+        return tr("GapPhases(before {b:.1f} ms, while the long prompt was read {d:.1f} ms (longest {m:.1f} ms))",
+                  b=self.before * 1e3, d=self.during * 1e3, m=self.longest_during * 1e3)
+
+
+def gap_phases(result: ServeResult, ids, long_id: int) -> GapPhases:
+    """``GapPhases`` of the requests ``ids`` around request ``long_id``'s prefill: a gap belongs to the phase in
+    which it ended (NaN where a phase holds none)."""
+    long = next((s for s in result.requests if s.request.id == long_id), None)
+    if long is None:
+        raise bad_value("long_id", long_id, tr("the id of a request in the run"), tr("pass chunk_runs' long request"))
+    before, during = [], []
+    for s in result.requests:
+        if s.request.id in ids:
+            for a, b in zip(s.token_times, s.token_times[1:], strict=False):
+                if b <= long.arrival:
+                    before.append(b - a)
+                elif b <= long.first_token:
+                    during.append(b - a)
+
+    def med(v: list[float]) -> float:
+        return statistics.median(v) if v else math.nan
+    return GapPhases(med(before), med(during), max(during, default=math.nan))
+
+
 def chunk_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[set[int], dict[str, ServeResult]]:
     """``decoders`` requests decode; a ``long_prompt`` arrives after about a quarter of their answers. Run with
     whole prompts and with ``prefill_chunk``: ``(the decoders' ids, {"whole": result, "chunked": result})``."""
@@ -219,18 +286,3 @@ def prefix_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> dict[str, Ser
     reqs = workload(sizes.prefix_requests, rate, own, 4, seed, model=model, shared_prefix=sizes.shared_prefix)
     return {k: run(model, reqs, max_batch=sizes.max_batch, prefix_cache=c) for k, c in (("without", False),
                                                                                         ("with", True))}
-
-
-@dataclass(frozen=True)
-class LoadPoint:
-    """One arrival rate (requests/s offered) and the run's summary."""
-
-    rate: float
-    summary: ServeSummary
-
-
-def load_sweep(model: Model, rates, sizes: BenchSizes, seed: int = 0) -> list[LoadPoint]:
-    """Continuous batching at each arrival rate, the same lengths each time (``requests``, ``prompt_tokens``,
-    ``new_tokens``): the latency-throughput curve."""
-    return [LoadPoint(r, run(model, workload(sizes.requests, r, sizes.prompt_tokens, sizes.new_tokens, seed,
-                                             model=model), max_batch=sizes.max_batch).summary) for r in rates]

@@ -11,11 +11,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from ..i18n import tr
+from ..i18n import by_language, tr
 from ..plain import plain
 from ..timing import percentile
 from .blocks import BlockPool
 from .requests import Request
+
+# The policy and layout names are identifiers (code passes them: policy="static"); the Chinese edition shows the
+# course's words for them. "contiguous" is not 连续 here: that word is continuous batching's.
+_ZH_NAMES = {"static": "静态批处理", "continuous": "连续批处理", "paged": "分页",
+             "contiguous max-length": "按最长长度整段预留", "chunked prefill": "分块 Prefill",
+             "prefix cache": "前缀缓存", "preemption": "抢占", "static + preemption": "静态批处理 + 抢占",
+             "all at once": "全部同时到达", "generate() padded": "generate()（填充）"}
+
+
+def policy_text(name: str) -> str:
+    """A serving policy's or KV layout's name ("static", "paged", ...) in the reader's language; others unchanged."""
+    return by_language(en=name, zh=_ZH_NAMES.get(name, name))
 
 
 @dataclass(frozen=True)
@@ -119,7 +131,7 @@ class ServeSummary:
     def __repr__(self) -> str:
         return tr("ServeSummary({policy}: {n} requests, {tokens} tokens in {s:.2f} s = {tps:.1f} tokens/s; TTFT "
                   "{ttft!r}; TPOT {tpot!r}; {it} iterations, {pre} preemptions, peak {peak}/{blocks} KV blocks)",
-                  policy=self.policy, n=self.requests, tokens=self.generated_tokens, s=self.seconds,
+                  policy=policy_text(self.policy), n=self.requests, tokens=self.generated_tokens, s=self.seconds,
                   tps=self.tokens_per_s, ttft=self.ttft, tpot=self.tpot, it=self.iterations, pre=self.preemptions,
                   peak=self.peak_blocks, blocks=self.kv_blocks)
 

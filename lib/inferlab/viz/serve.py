@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 
 from ..i18n import tr
+from ..serve.report import policy_text
 from . import PALETTE, base_layout, require
 
 PHASE_COLORS = {"waiting": "#BAB0AC", "prefill": PALETTE[1], "decode": PALETTE[0]}
@@ -56,7 +57,7 @@ def gantt(result, title: str | None = None) -> go.Figure:
         fig.add_bar(y=ys, x=widths, base=bases, orientation="h", name=label[phase], marker_color=PHASE_COLORS[phase],
                     hovertext=hover, hoverinfo="text")
     fig.update_layout(barmode="overlay", yaxis={"autorange": "reversed", "type": "category"})
-    return base_layout(fig, title or tr("Each request over time ({policy})", policy=result.summary.policy),
+    return base_layout(fig, title or tr("Each request over time ({policy})", policy=policy_text(result.summary.policy)),
                        x=tr("time since the server started (ms)"), y=tr("request"),
                        height=max(260, 120 + 18 * len(result.requests)))
 
@@ -84,9 +85,10 @@ def kv_waste_bars(usage: Mapping[str, tuple[float, float]]) -> go.Figure:
     """Bars of KV positions per layout: ``{name: (reserved, used)}`` (means over the iterations)."""
     require(len(usage) > 0 and all(isinstance(v, (tuple, list)) and len(v) == 2 for v in usage.values()),
             tr("usage must map a layout's name to (positions reserved, positions used), e.g. serve.compare.kv_usage"))
-    names = list(usage)
-    used = [usage[k][1] for k in names]
-    wasted = [usage[k][0] - usage[k][1] for k in names]
+    names = [policy_text(k) for k in usage]
+    keys = list(usage)
+    used = [usage[k][1] for k in keys]
+    wasted = [usage[k][0] - usage[k][1] for k in keys]
     fig = go.Figure()
     fig.add_bar(x=names, y=used, name=tr("holding keys and values"), marker_color=PALETTE[0])
     fig.add_bar(x=names, y=wasted, name=tr("reserved, empty"), marker_color=PALETTE[3],
@@ -107,12 +109,16 @@ def load_curve(points: Sequence, slo_s: float | None = None) -> go.Figure:
     require(len(points) > 0 and all(hasattr(p, "summary") and hasattr(p, "rate") for p in points),
             tr("points must be LoadPoints, e.g. inferlab.serve.compare.load_sweep(model, rates, sizes)"))
     xs = [p.summary.tokens_per_s for p in points]
+    # a rate whose queue was still growing (``LoadPoint.steady``) is drawn open: its throughput is not sustained
+    growing = [not getattr(getattr(p, "steady", None), "sustained", True) for p in points]
     fig = go.Figure()
     for q, dash in (("p50", "dot"), ("p99", "solid")):
         ys = [getattr(p.summary.ttft, q) * 1e3 for p in points]
         fig.add_scatter(x=xs, y=ys, mode="lines+markers", name=tr("TTFT {q}", q=q), line_dash=dash,
+                        marker={"symbol": ["circle-open" if g else "circle" for g in growing], "size": 9},
                         hovertext=[tr("{rate:.2f} requests/s: {tps:.1f} tokens/s, TTFT {q} {ms:.0f} ms", rate=p.rate,
-                                      tps=x, q=q, ms=y) for p, x, y in zip(points, xs, ys, strict=True)],
+                                      tps=x, q=q, ms=y) + (tr(" (queue growing: not sustained)") if g else "")
+                                   for p, x, y, g in zip(points, xs, ys, growing, strict=True)],
                         hoverinfo="text")
     if slo_s is not None:
         fig.add_hline(y=slo_s * 1e3, line_dash="dash", line_color="black")
