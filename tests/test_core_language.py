@@ -57,13 +57,14 @@ def test_english_stays_the_default_text():
         assert repr(lat) == "Latency(TTFT 500.00 ms, TPOT 100.00 ms, E2E 800.00 ms, N=4)"
         assert repr(diversity.repetition([7, 8, 9, 7, 8, 9, 7, 8, 9])) == (
             "Repetition(4 of 7 3-grams repeat an earlier one (57%), longest loop 6 tokens)")
+        assert repr(diversity.repetition([7, 8, 9, 9, 5])).endswith("longest loop 1 token)")  # no "1 tokens"
     finally:
         i18n._chosen = i18n_before
 
 
 def test_tables_and_labels_are_chinese_but_the_keys_stay_english(chinese):
     prof = StepProfile("engine", 0.004, {"matmuls": 0.003, "Python & dispatch": 0.001}, ())
-    assert repr(prof) == "StepProfile(engine：每步 4.00 ms = 矩阵乘法 3.00, Python 与调度 1.00 ms)"
+    assert repr(prof) == "StepProfile(engine：每步 4.00 ms = 矩阵乘法 3.00，Python 与调度 1.00 ms)"
     assert list(prof.groups) == ["matmuls", "Python & dispatch"]  # data: narrate and viz look these up
     sweep = Sweep("prefill", "prompt length (tokens)", (8, 16), ((0.001,), (0.002,)), (8, 16))
     assert repr(sweep) == "Sweep(prefill：prompt length (tokens) [8, 16] -> 中位数 ms ['1.00', '2.00']，重复 1 次)"
@@ -86,6 +87,6 @@ def test_which_model_and_why_is_chinese(chinese, capsys):
     said = capsys.readouterr().out
     assert said.startswith("inferlab：已加载 tiny-gpt2-bilingual（bundled；指定使用内置模型。要使用真正的 GPT-2")
     assert CJK.search(m.info.reason) and "INFERLAB_MODEL" in m.info.reason
-    assert repr(m.info).startswith("ModelInfo('tiny-gpt2-bilingual'，来源 bundled：8 层 x 5 个注意力头")
+    assert repr(m.info).startswith("ModelInfo('tiny-gpt2-bilingual'，来源 随附模型：8 层 x 5 个注意力头")
     sweep = measure.prefill_sweep(m, [2], repeats=1, warmup=0)
     assert sweep.x_name == "提示词长度（token 数）" and sweep.job == "prefill"  # the axis title follows the reader

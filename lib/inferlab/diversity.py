@@ -70,9 +70,10 @@ class Repetition:
         return self.repeated / self.total if self.total else 0.0
 
     def __repr__(self) -> str:
-        return tr("Repetition({repeated} of {total} {n}-grams repeat an earlier one ({fraction:.0%}), longest loop "
-                  "{loop} tokens)", repeated=self.repeated, total=self.total, n=self.n, fraction=self.fraction,
-                  loop=self.longest_loop)
+        loop = (tr("longest loop {loop} token", loop=self.longest_loop) if self.longest_loop == 1
+                else tr("longest loop {loop} tokens", loop=self.longest_loop))
+        return tr("Repetition({repeated} of {total} {n}-grams repeat an earlier one ({fraction:.0%}), {loop})",
+                  repeated=self.repeated, total=self.total, n=self.n, fraction=self.fraction, loop=loop)
 
 
 def _longest_loop(ids: Sequence[int], max_period: int = 32) -> int:

@@ -72,10 +72,15 @@ def _apart(a: float, b: float) -> tuple[str, str]:
 
 
 def per_token(prefill_s: float, prompt_tokens: int, decode_s: float, prompt_intensity: float, ridge: float,
-              model: str, knee: int | None = None) -> str:
-    """Per token, prefill against decode, and which side of this machine's ridge this prompt's prefill lies on.
+              model: str, knee: int | None = None, weight_bytes: float | None = None,
+              bytes_per_s: float | None = None) -> str:
+    """Per token, prefill against decode; whether decode sits on its memory floor; and which side of this
+    machine's ridge this prompt's prefill lies on.
 
     ``knee``: the shortest prompt whose prefill is compute-bound on this machine (``measure.compute_bound_from``).
+    ``weight_bytes`` and ``bytes_per_s``: the timed model's weights and this machine's copy bandwidth. With both,
+    the text tests "decode is memory-bound" against the floor they give (the time to read every weight once);
+    without them it only says which notebook tests it. Cheaper per token shows reuse, not which ceiling binds.
     """
     cheaper = decode_s / (prefill_s / prompt_tokens)
     intensity, ridge_text = _apart(prompt_intensity, ridge)
@@ -84,7 +89,8 @@ def per_token(prefill_s: float, prompt_tokens: int, decode_s: float, prompt_inte
             tr("On {model}, per token, prefill was NOT cheaper than a decode step this time (a busy machine can blur "
                "it: run the cells again). ", model=model))
     text += tr("The reason is reuse: a decode step reads every weight to make one token, while prefill reads each "
-               "weight once for all the prompt's tokens. Decode is therefore limited by memory (*memory-bound*). ")
+               "weight once for all the prompt's tokens. ")
+    text += _decode_floor(decode_s, weight_bytes, bytes_per_s)
     if prompt_intensity >= ridge:
         return text + tr("This prompt's prefill does {intensity} FLOPs per byte it reads, above this machine's "
                          "ridge point ({ridge} FLOP/B): it is limited by arithmetic (*compute-bound*), as the "
@@ -92,11 +98,33 @@ def per_token(prefill_s: float, prompt_tokens: int, decode_s: float, prompt_inte
     if knee:
         return text + tr("Is prefill *compute-bound*, as the articles say? Only for long enough prompts: this one "
                          "does {intensity} FLOPs per byte it reads, below this machine's ridge point ({ridge} "
-                         "FLOP/B), so even its prefill is still limited by memory. By the cost model, prefill turns "
-                         "compute-bound here from about **{knee} prompt tokens** on; notebook 04 measures it.",
-                         intensity=intensity, ridge=ridge_text, knee=knee)
+                         "FLOP/B), so even its prefill is still limited by memory. The cost model puts the turn at "
+                         "about **{knee} prompt tokens**; notebook 04 measures where the time per token really "
+                         "stops falling.", intensity=intensity, ridge=ridge_text, knee=knee)
     return text + tr("Is prefill *compute-bound*, as the articles say? Only for long enough prompts: this one does "
                      "{intensity} FLOPs per byte it reads, below this machine's ridge point ({ridge} FLOP/B), "
                      "so even its prefill is still limited by memory. By the cost model, prefill turns compute-bound "
                      "here for no prompt that fits the context window; notebook 04 measures it.",
                      intensity=intensity, ridge=ridge_text)
+
+
+def _decode_floor(decode_s: float, weight_bytes: float | None, bytes_per_s: float | None) -> str:
+    """The memory floor of one decode step (every weight read once) against the measured step."""
+    if not weight_bytes or not bytes_per_s:
+        return tr("Whether decode is then limited by memory (*memory-bound*) is a question of which floor its step "
+                  "sits on: notebook 04 tests it. ")
+    floor = weight_bytes / bytes_per_s
+    fields = {"mb": weight_bytes / 1e6, "gbs": bytes_per_s / 1e9, "floor": ms(floor), "step": ms(decode_s),
+              "x": decode_s / floor}
+    text = tr("Is decode limited by memory (*memory-bound*)? Reading the weights once is its floor: "
+              "`{mb:,.0f} MB / {gbs:.1f} GB/s = {floor}`, against a measured step of **{step}**. ", **fields)
+    if decode_s < floor:
+        return text + tr("The step beat that floor: the weights came in faster than the measured copy bandwidth "
+                         "(a cache, or a copy test that ran slow), so this run cannot say which ceiling binds; "
+                         "notebook 04 tests it. ", **fields)
+    if decode_s <= 1.5 * floor:
+        return text + tr("The step is only {x:.1f}x that floor: reading the weights is most of its time, so decode "
+                         "is memory-bound here. ", **fields)
+    return text + tr("The step is {x:.1f}x that floor: reading the weights can explain at most {share:.0%} of it, "
+                     "and other costs (arithmetic on a single row, Python, dispatch) take the rest. Which ceiling "
+                     "binds, and where the rest goes, is what notebook 04 tests. ", share=floor / decode_s, **fields)

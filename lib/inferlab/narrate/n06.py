@@ -78,17 +78,28 @@ def long_tail(outside: list[float], ks: list[int]) -> str:
                      "On less certain prompts it is much heavier, which is what top-k and top-p are for.", k=ks[1])
 
 
+LOOP_TOKENS = 4  # a stretch this long that copies the stretch just before it is a loop; 1-3 tokens are a stutter
+
+
 def greedy_repetition(greedy_share: float, loop: int, sample_share: float) -> str:
-    """Greedy's share of repeated 3-grams against a temperature-1 sample's."""
-    fields = {"greedy": greedy_share, "loop": loop, "sample": sample_share}
-    text = (tr("Greedy repeated {greedy:.0%} of its 3-grams (longest loop: {loop} token); the sample at temperature 1 "
-               "repeated {sample:.0%}. ", **fields) if loop == 1 else
-            tr("Greedy repeated {greedy:.0%} of its 3-grams (longest loop: {loop} tokens); the sample at temperature 1 "
-               "repeated {sample:.0%}. ", **fields))
+    """Whether greedy fell into a loop (``loop``: tokens in its longest stretch that copies the stretch just before
+    it, ``Repetition.longest_loop``), and its share of repeated 3-grams against a temperature-1 sample's."""
+    text = tr("Greedy repeated {greedy:.0%} of its 3-grams; the sample at temperature 1 repeated {sample:.0%}. ",
+              greedy=greedy_share, sample=sample_share)
+    if loop >= LOOP_TOKENS:
+        text += tr("Greedy fell into a loop: its longest stretch that copies the stretch just before it is "
+                   "{tokens} long. ", tokens=_tokens(loop))
+        if greedy_share > sample_share:
+            return text + tr("The sample, drawn at random, repeated less: the loop is greedy's, as the argument "
+                             "below predicts.")
+        return text + tr("The sample repeated as much this time: a short random text can repeat by chance too, "
+                         "but it has no reason to stay in a loop.")
+    text += tr("No loop formed in this run (its longest stretch that copies the one before it is {tokens}): greedy "
+               "does not always loop, and on a short run a loop may not have started yet. Raise GREEDY_TOKENS, or "
+               "try another prompt, to watch one form. ", tokens=_tokens(loop))
     if greedy_share > sample_share:
-        return text + tr("Greedy repeated itself more, as the loop argument below predicts.")
-    return text + tr("Here greedy did **not** repeat more than the sample: on a short run the loop may not have "
-                     "started yet. Run more tokens (raise GREEDY_TOKENS) and it usually does.")
+        return text + tr("Greedy still repeated more 3-grams than the sample.")
+    return text + tr("Here greedy did **not** repeat more than the sample either.")
 
 
 def stage_effects(temperature: float, temp_removed: float, model_kept: int, k_kept: int, k_removed: float,
