@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import warnings
 
 import pytest
@@ -197,6 +198,9 @@ def test_the_choice_is_cached_in_a_file_and_reused(model, monkeypatch, tmp_path)
     monkeypatch.setattr(fast_choice, "_MEMORY", {})  # a new process: only the file remembers
     again = fast.FastDecoder(model, 24)
     assert again.weights == "tied" and again.choice.source == "cached"
+    # when it was measured travels with it (notebook 08 labels remembered times with it)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d UTC", again.choice.measured_at)
+    assert again.choice.measured_at == stored[key]["measured_at"]
 
 
 def test_a_corrupt_cache_file_is_ignored_and_rewritten(model, monkeypatch, tmp_path):

@@ -38,10 +38,32 @@ def test_prefill_knee_inside_beyond_and_never():
     lengths, medians = (8, 512), (0.030, 0.300)  # 64x the tokens, 10x the time: 3.75 -> 0.59 ms per token
     inside = n04.prefill_knee(lengths, medians, 12, "gpt2")
     assert "**10.0x**" in inside and "3.75 ms" in inside and "0.59 ms" in inside and "cheaper per token" in inside
-    assert "**12 prompt tokens**" in inside and "stop falling" in inside
+    assert "**12 prompt tokens**" in inside and "had not stopped falling by 512 tokens" in inside  # 27% per doubling
     assert "beyond the lengths" in n04.prefill_knee(lengths, medians, 700, "gpt2")
     never = n04.prefill_knee(lengths, (0.03, 3.0), None, "gpt2")  # 64x the tokens, 100x the time
     assert "NOT cheaper per token" in never and "never turns compute-bound" in never
+
+
+# the stored run of notebook 04: 7.59 / 2.66 / 1.39 / 1.23 ms per token at 8 / 32 / 128 / 512 tokens
+STORED_LENGTHS, STORED_MEDIANS = (8, 32, 128, 512), (0.0607, 0.0850, 0.1780, 0.6301)
+
+
+def test_flattening_length_is_where_the_time_per_token_falls_less_than_its_share_per_doubling():
+    # 41%, 28% then 6% per doubling: flat from 128 on
+    assert n04.flattening_length(STORED_LENGTHS, STORED_MEDIANS) == 128
+    assert n04.flattening_length(STORED_LENGTHS, STORED_MEDIANS, fall=0.30) == 32
+    assert n04.flattening_length(STORED_LENGTHS, STORED_MEDIANS, fall=0.05) is None
+    assert n04.flattening_length((8,), (0.06,)) is None
+
+
+def test_prefill_knee_compares_the_measured_flattening_with_the_cost_models_turn():
+    late = n04.prefill_knee(STORED_LENGTHS, STORED_MEDIANS, 16, "gpt2")
+    assert "stopped falling (less than 15% per doubling of the prompt) from **128 prompt tokens** on" in late
+    assert "later than the cost model's 16" in late and "few rows" in late and "agrees" not in late
+    agrees = n04.prefill_knee(STORED_LENGTHS, STORED_MEDIANS, 64, "gpt2")
+    assert "**128 prompt tokens**" in agrees and "agrees with the cost model" in agrees and "few rows" not in agrees
+    falling = n04.prefill_knee((8, 32, 128), (0.0607, 0.0850, 0.1780), 16, "gpt2")  # still 28% per doubling
+    assert "had not stopped falling by 128 tokens" in falling and "few rows" in falling
 
 
 def test_decode_floor_near_and_far():
@@ -85,8 +107,10 @@ def test_context_effect_flat_and_growing():
 def test_batch_with_and_without_a_turn():
     text = n04.batch(32, 3.2, 10.0, 16, 12)
     assert "**3.2x**" in text and "**10.0x**" in text and "From batch **16** on" in text and "batch **12**" in text
-    free = n04.batch(32, 1.5, 21.3, None, 100)
+    free = n04.batch(32, 1.4, 22.9, None, 100)
     assert "nearly free up to 32" in free and "beyond this sweep" in free
+    cheap = n04.batch(32, 1.97, 16.2, None, 100)  # grew almost 2x without staying there: not "nearly free"
+    assert "nearly free" not in cheap and "grew 2.0x" in cheap and "not free" in cheap
     assert "no batch size" in n04.batch(4, 1.1, 3.6, None, None)
 
 
@@ -96,6 +120,27 @@ def test_batch_names_a_bigger_batch_that_stepped_faster_than_batch_one():
     # within 10% of batch 1 (noise), or no batch 1 to compare with: nothing to explain
     for times in ({1: 0.0344, 4: 0.0320, 32: 0.0707}, {4: 0.0265, 32: 0.0707}, None):
         assert "even faster" not in n04.batch(32, 2.1, 15.6, 32, 12, times=times)
+
+
+def test_batch_curve_names_the_fastest_batch_and_the_dip_only_when_the_curve_is_not_monotone():
+    # notebook 07's stored fast-path TPOTs: 34.2 / 31.4 / 23.7 / 26.9 / 34.3 ms at batch 1 / 2 / 4 / 8 / 16
+    text = n04.batch_curve((1, 2, 4, 8, 16), (0.0342, 0.0314, 0.0237, 0.0269, 0.0343))
+    assert "**25% faster** from batch 2 to batch 4" in text
+    assert "fastest at **batch 4** (23.7 ms, 0.69x batch 1's" in text
+    assert "notebook 08, section 5" in text and "disturbance" in text
+    assert n04.batch_curve((1, 2, 4), (0.010, 0.0095, 0.012)) == ""  # a 5% dip is noise: the curve grew
+    assert n04.batch_curve((1,), (0.010,)) == ""
+    late = n04.batch_curve((1, 2, 4), (0.010, 0.020, 0.015))  # a slow point at 2, batch 1 still the fastest
+    assert "25% faster** from batch 2 to batch 4" in late and "smallest batch was still the fastest" in late
+    assert "fastest at **batch" not in late
+
+
+def test_notebook_07_batching_names_a_dip_between_the_ends():
+    curve = ((1, 2, 4, 8, 16), (0.0342, 0.0314, 0.0237, 0.0269, 0.0343))
+    text = narrate.n07.batching(1, 16, 0.0342, 0.0343, 29, 466, 9.0, "gpt2", curve=curve)
+    assert "fastest at **batch 4**" in text and text.endswith("took 9.0x as long as one prompt.")
+    flat = narrate.n07.batching(1, 16, 0.010, 0.012, 100, 1333, 9.0, "gpt2", curve=((1, 16), (0.010, 0.012)))
+    assert "not monotone" not in flat
 
 
 def verdict(**changes) -> TpotVerdict:

@@ -316,6 +316,10 @@ def test_narrate_attention_memory_quant_table_and_batching():
     batch = _sweep("decode-batch", (1, 8), (0.01, 0.02))  # 100 tokens/s at batch 1, 400 at batch 8
     assert ("From batch 1 to 8, total throughput went from **100** to **400 tokens/s** (4.0x) while each user's "
             "TPOT went from 10.00 to 20.00 ms (2.0x)") in n08.batching(batch)
+    assert "not monotone" not in n08.batching(batch)
+    # notebook 08's stored bundled-model curve: batch 1 slower than 2 to 16
+    dip = n08.batching(_sweep("decode-batch", (1, 2, 4, 32), (0.00576, 0.00374, 0.00389, 0.00819)))
+    assert "(1.4x)" in dip and "**35% faster** from batch 1 to batch 2" in dip and "fastest at **batch 2**" in dip
 
 
 def test_narrate_quantization_on_two_models_names_a_format_that_wins_on_one_and_loses_on_the_other():
@@ -362,3 +366,75 @@ def test_the_op_picker_redraws_the_chosen_path_and_names_itself_where_no_kernel_
     assert shown["text/plain"] == "Operator picker (2 profiled paths): run the cell to choose a path"
     with pytest.raises(ValueError, match=r"profiles must be StepProfiles.*profile_paths"):
         wspeed.op_picker([])
+
+
+def test_narrate_the_static_cache_rung_and_where_each_models_saving_went():
+    from inferlab.narrate import n08
+
+    def rows(dynamic, static):
+        return [speedups.PathRow("engine (DynamicCache)", 0.1, dynamic, (1,)),
+                speedups.PathRow("engine + StaticCache", 0.1, static, (1,)), speedups.PathRow("fast", 0.1, 0.01, (1,))]
+
+    slower = n08.ladders(rows(0.0466, 0.0548), 0.01, rows(0.0136, 0.0154), 0.002)
+    assert "StaticCache* was slower than the default DynamicCache (its TPOT 1.18x DynamicCache's on GPT-2's " \
+           "shape, 1.13x DynamicCache's on the bundled model)" in slower
+    assert "compiled or captured in a CUDA graph" in slower
+    mixed = n08.ladders(rows(0.0424, 0.0437), 0.01, rows(0.0097, 0.0103), 0.002)  # the stored 1.03x and 1.06x
+    assert "(its TPOT 1.06x DynamicCache's on the bundled model)" in mixed
+    assert "Elsewhere it tied (its TPOT 1.03x DynamicCache's on GPT-2's shape: within 5%)" in mixed
+    faster = n08.ladders(rows(0.0466, 0.0440), 0.01, rows(0.0136, 0.0130), 0.002)
+    assert "was not slower than the default DynamicCache here" in faster and "was slower" not in faster
+    assert "StaticCache" not in n08.ladders(rows(0.0466, 0.0548)[::2], 0.01, rows(0.0136, 0.0154)[::2], 0.002)
+    # the stored bundled-model profiles: matmuls 6.18 -> 2.92 ms, Python 1.87 -> 0.40 ms of 9.60 -> 4.39 ms
+    layout = {"engine": _profile("engine", 0.0096, matmuls=0.00618, **{"Python & dispatch": 0.00187}),
+              "fast": _profile("fast", 0.00439, matmuls=0.00292, **{"Python & dispatch": 0.0004})}
+    text = n08.ladders(rows(0.0466, 0.0548), 0.01, rows(0.0136, 0.0154), 0.002, profiles={"tiny": layout})
+    assert "On tiny the profiles of section 2 (engine 9.60 ms, eager fast step 4.39 ms) put **63%** of the " \
+           "saving in the matrix products (3.26 ms) and 1.47 ms in Python and dispatch" in text
+    overhead = {"engine": _profile("engine", 0.010, matmuls=0.004, **{"Python & dispatch": 0.006}),
+                "fast": _profile("fast", 0.005, matmuls=0.004, **{"Python & dispatch": 0.001})}
+    text = n08.ladders(rows(0.0466, 0.0548), 0.01, rows(0.0136, 0.0154), 0.002, profiles={"tiny": overhead})
+    assert "**100%** of the saving in Python and dispatch (5.00 ms)" in text
+    assert "removing overhead is what paid" in text
+    norms = {"engine": _profile("engine", 0.010, matmuls=0.004, **{"norms & activations": 0.004,
+                                                                   "Python & dispatch": 0.002}),
+             "fast": _profile("fast", 0.006, matmuls=0.004, **{"norms & activations": 0.001,
+                                                               "Python & dispatch": 0.001})}
+    text = n08.ladders(rows(0.0466, 0.0548), 0.01, rows(0.0136, 0.0154), 0.002, profiles={"tiny": norms})
+    assert "the largest part of the saving, **75%**, in *" in text
+    none = {"engine": overhead["fast"], "fast": overhead["engine"]}
+    text = n08.ladders(rows(0.0466, 0.0548), 0.01, rows(0.0136, 0.0154), 0.002, profiles={"tiny": none})
+    assert "was not faster than the engine's (10.0 ms against 5.00 ms)" in text
+
+
+def test_narrate_a_remembered_layout_choice_beside_this_runs_step():
+    from inferlab.narrate import n08
+
+    cached = fast.Choice("rows", True, {"rows+compile": 0.01589, "packed": 0.02559}, "cached",
+                         measured_at="2026-12-04 13:20 UTC")
+    slow = n08.layout_choice(cached, now_s=0.02335)
+    assert "**remembered from the choice run on 2026-12-04 13:20 UTC**" in slow
+    assert "**This run**: the rows+compile step took 23.35 ms (1.47x the remembered 15.89 ms)" in slow
+    assert "slower now than then" in slow
+    assert "about its remembered speed" in n08.layout_choice(cached, now_s=0.0165)
+    assert "faster now than then" in n08.layout_choice(cached, now_s=0.012)
+    undated = n08.layout_choice(dataclasses.replace(cached, measured_at=""))
+    assert "run on a date not recorded" in undated and "This run" not in undated
+    assert "remembered" not in n08.layout_choice(dataclasses.replace(cached, source="measured"), now_s=0.02)
+
+
+def test_narrate_the_chosen_layouts_products_at_batch_one_and_four():
+    from inferlab.narrate import n08
+
+    def rates(qkv_s, head_s):  # 4 MB of qkv weights and 2 MB of head weights per step
+        return [profiling.ProductRate("qkv", (1000, 1000), 1, 4_000_000, qkv_s, 0.0002),
+                profiling.ProductRate("head", (500, 1000), 1, 2_000_000, head_s, 0.0001)]
+
+    text = n08.batch_products({1: ("rows", rates(0.0004, 0.0002)), 4: ("packed", rates(0.0002, 0.0001))})
+    assert "| product | GB/s at batch 1 (rows) | GB/s at batch 4 (packed) |" in text
+    assert "| qkv | 10.0 | 20.0 |" in text and "| **all products** | **10.0** | **20.0** |" in text
+    assert "**20.0 GB/s**, 2.00x batch 1's 10.0 GB/s" in text and "notebook 04, section 7" in text
+    slower = n08.batch_products({1: ("rows", rates(0.0002, 0.0001)), 4: ("rows", rates(0.0004, 0.0002))})
+    assert "slower than batch 1's 20.0 GB/s (0.50x)" in slower
+    alike = n08.batch_products({1: ("rows", rates(0.0004, 0.0002)), 4: ("rows", rates(0.00041, 0.0002))})
+    assert "about as fast as at batch 1" in alike

@@ -25,6 +25,7 @@ import os
 import platform
 import re
 import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,6 +100,7 @@ class Choice:
     step_s: dict[str, float] = field(default_factory=dict)  # candidate label -> median seconds per decode step
     source: str = "measured"  # "measured" now, "cached" (an earlier measurement), or "only candidate"
     left_out: dict[str, str] = field(default_factory=dict)  # candidate label -> why it could not run
+    measured_at: str = ""  # when the candidates were timed ("2026-12-04 13:20 UTC"); "" where not recorded
 
     @property
     def winner(self) -> str:
@@ -164,7 +166,7 @@ def remembered(key: str) -> Choice | None:
     entry = _MEMORY.get(key) or _read_file().get(key)
     try:
         choice = Choice(entry["weights"], bool(entry["compiled"]), {k: float(v) for k, v in entry["step_s"].items()},
-                        "cached", dict(entry.get("left_out", {})))
+                        "cached", dict(entry.get("left_out", {})), str(entry.get("measured_at", "")))
     except (TypeError, KeyError, AttributeError, ValueError):
         return None  # no entry, or one this version cannot read: measure again
     _MEMORY[key] = choice.to_dict()
@@ -241,7 +243,8 @@ def choose(model, build: Callable[[str, bool], object], *, batch: int, compile: 
     times = {k: v for k, v in measured.items() if isinstance(v, float)}
     best = min(times, key=times.get)
     weights, compiled = next((w, c) for w, c in options if label(w, c) == best)
-    choice = Choice(weights, compiled, times, "measured", {k: v for k, v in measured.items() if isinstance(v, str)})
+    choice = Choice(weights, compiled, times, "measured", {k: v for k, v in measured.items() if isinstance(v, str)},
+                    time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))  # a remembered time says when it was true
     remember(key, choice)
     winner = decoders[best]
     winner.tokens = 0

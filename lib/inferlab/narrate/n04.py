@@ -2,10 +2,13 @@
 
 Every function returns the text for the outcome the numbers show, including the outcome the articles
 do not predict, in the reader's language (``inferlab.i18n.tr``). Times are seconds, sizes bytes,
-intensities FLOP/byte.
+intensities FLOP/byte. It is one piece (over 300 lines) on purpose: one notebook's findings, in the order the
+notebook meets them, as every ``narrate`` module is.
 """
 
 from __future__ import annotations
+
+import math
 
 from ..cost import MachineProfile
 from ..i18n import tr
@@ -68,8 +71,26 @@ def ceilings(machine: MachineProfile, decode_intensity: float, prefill_intensity
                      "(`machine_profile(refresh=True)` measures them again).")
 
 
+FLAT_FALL = 0.15  # "stopped falling": per-token time fell less than this share per doubling of the prompt
+
+
+def flattening_length(lengths, medians, fall: float = FLAT_FALL) -> int | None:
+    """The first timed prompt length past which prefill's time per token fell less than ``fall`` per doubling.
+
+    Between two timed lengths ``n0 < n1`` the fall per doubling is ``1 - (p1 / p0) ** (1 / log2(n1 / n0))``
+    (``p``: median seconds per prompt token), so sweeps with uneven steps compare alike. ``None``: it still
+    fell faster than that between the two longest lengths timed (or fewer than two lengths).
+    """
+    per = [t / n for n, t in zip(lengths, medians)]
+    for (n0, p0), (n1, p1) in zip(zip(lengths, per), zip(lengths[1:], per[1:])):
+        if 1 - (p1 / p0) ** (1 / math.log2(n1 / n0)) < fall:
+            return n0
+    return None
+
+
 def prefill_knee(lengths, medians, knee: int | None, model: str) -> str:
-    """Time per prompt token against prompt length, and the length where prefill turns compute-bound.
+    """Time per prompt token against prompt length, the length where the cost model turns prefill compute-bound,
+    and the length where the measured time per token stopped falling (``flattening_length``).
 
     ``knee``: the shortest prompt whose prefill the cost model puts on the compute side of the roofline
     on this machine (``measure.compute_bound_from``), or None if none up to the context window.
@@ -89,12 +110,27 @@ def prefill_knee(lengths, medians, knee: int | None, model: str) -> str:
                          "reach the ridge: prefill here stays memory-bound, it never turns compute-bound.")
     text += tr("The cost model, with this machine's two ceilings, puts the turn at **{knee} prompt tokens**: prefill "
                "of fewer tokens is memory-bound here, of {knee} or more compute-bound. ", knee=knee)
-    if n0 <= knee <= n1:
-        return text + tr("Past that length the time per token should stop falling much: each extra token then costs "
-                         "its own arithmetic.")
     if knee > n1:
         return text + tr("That is beyond the lengths timed here.")
-    return text + tr("That is below the lengths timed here.")
+    flat = flattening_length(lengths, medians)
+    if flat is None:
+        return text + tr("The measured time per token had not stopped falling by {n1} tokens, the longest prompt "
+                         "timed (it still fell more than {fall:.0%} per doubling): ", n1=n1,
+                         fall=FLAT_FALL) + _few_rows()
+    text += tr("The measured time per token stopped falling (less than {fall:.0%} per doubling of the prompt) from "
+               "**{flat} prompt tokens** on. ", fall=FLAT_FALL, flat=flat)
+    if flat <= 2 * knee:
+        return text + tr("That agrees with the cost model: past the turn each extra token costs its own arithmetic, "
+                         "so the time per token no longer falls much.")
+    return text + tr("That is later than the cost model's {knee}: ", knee=knee) + _few_rows()
+
+
+def _few_rows() -> str:
+    """Why prefill keeps getting cheaper per token past the cost model's turn (the roofline of section 6 shows it)."""
+    return tr("the cost model assumes every matrix product runs at the matmul peak, measured on a large square "
+              "product, but products with only a few rows (a short prompt's) run well below that peak here. "
+              "Longer prompts keep the matrix kernels busier, so each token keeps getting cheaper past the turn; on "
+              "the roofline of section 6 the shorter prompts' points sit far below the flat roof.")
 
 
 def decode_floor(times_floor: float, floor_s: float, compute_floor_s: float, step_s: float, weight_mb: float,
@@ -188,6 +224,9 @@ def context_effect(contexts, medians, floors, kv_bytes_last: float, weight_bytes
                      "(`measure.profile_step`) would show which operators grew.")
 
 
+CHEAP_X = 1.5  # a batch whose step grew less than this (and never stayed at 2x) was nearly free
+
+
 def batch(b_max: int, grow: float, gain: float, turn: int | None, predicted_turn: int | None,
           times: dict[int, float] | None = None) -> str:
     """What decoding ``b_max`` sequences at once did to the step time and to tokens per second. ``times`` (batch ->
@@ -199,13 +238,19 @@ def batch(b_max: int, grow: float, gain: float, turn: int | None, predicted_turn
     if faster is not None and 1 in times and faster[0] < 0.9 * times[1]:
         text += tr("Batch {b}'s step ({fast:.1f} ms) was even faster than batch 1's ({one:.1f} ms): more work in less "
                    "time is the kernels, not the arithmetic. The matrix products for a single row can read the "
-                   "weights more slowly than those for a few rows (notebook 08 times each weight layout at each batch "
-                   "size), so one sequence alone does not reach the bandwidth a small batch does. If it does not come "
-                   "back when you re-run the cell, it was a disturbance. ", b=faster[1], fast=faster[0] * 1e3,
-                   one=times[1] * 1e3)
-    text += (tr("From batch **{turn}** on, every step took at least twice the batch-1 time: from there, more sequences "
-                "cost real time. ", turn=turn) if turn else
-             tr("The step time never stayed at twice the batch-1 time: batching was nearly free up to {b}. ", b=b_max))
+                   "weights more slowly than those for a few rows (notebook 08, section 5, times each product of the "
+                   "chosen layout at batch 1 and 4), so one sequence alone does not reach the bandwidth a small batch "
+                   "does. If it does not come back when you re-run the cell, it was a disturbance. ", b=faster[1],
+                   fast=faster[0] * 1e3, one=times[1] * 1e3)
+    if turn:
+        text += tr("From batch **{turn}** on, every step took at least twice the batch-1 time: from there, more "
+                   "sequences cost real time. ", turn=turn)
+    elif grow < CHEAP_X:
+        text += tr("The step time stayed under {x}x the batch-1 time: batching was nearly free up to {b}. ", x=CHEAP_X,
+                   b=b_max)
+    else:  # the step grew a lot without staying at 2x: cheap per token, not free
+        text += tr("The step time never stayed at twice the batch-1 time, yet it grew {grow:.1f}x: batching was cheap "
+                   "per token up to {b}, not free. ", grow=grow, b=b_max)
     if predicted_turn is None:
         return text + tr("The cost model finds no batch size that turns this step compute-bound on this machine.")
     if predicted_turn > b_max:
@@ -213,6 +258,35 @@ def batch(b_max: int, grow: float, gain: float, turn: int | None, predicted_turn
                          "batch **{turn}** on this machine, beyond this sweep.", turn=predicted_turn)
     return text + tr("The cost model puts the turn to compute-bound (FLOPs / peak overtakes bytes / bandwidth) at "
                      "batch **{turn}** on this machine.", turn=predicted_turn)
+
+
+DIP = 0.10  # a step at least this much faster than a smaller batch's is a dip, not noise
+
+
+def batch_curve(batches, step_s) -> str:
+    """Name the fastest batch and the largest dip when a batch sweep's step time did not grow with the batch.
+
+    ``batches``: the batch sizes, ascending; ``step_s``: median seconds per step at each (each user's TPOT).
+    Empty when every step took at least ``1 - DIP`` of the step before it (the curve grew, within noise).
+    Notebooks 04, 07 and 08 read their batch sweeps with it.
+    """
+    drops = [(1 - t1 / t0, b0, b1) for b0, b1, t0, t1 in zip(batches, batches[1:], step_s, step_s[1:])]
+    drop, b0, b1 = max(drops, default=(0.0, None, None))
+    if drop < DIP:
+        return ""
+    best = min(range(len(batches)), key=lambda i: step_s[i])
+    text = tr("The curve is not monotone: the step got **{drop:.0%} faster** from batch {b0} to batch {b1}. ",
+              drop=drop, b0=b0, b1=b1)
+    if best > 0:
+        text += tr("Each user's step was fastest at **batch {b}** ({t}, {x:.2f}x batch {first}'s {t0}): there more "
+                   "users made every user faster. ", b=batches[best], t=ms(step_s[best]),
+                   x=step_s[best] / step_s[0], first=batches[0], t0=ms(step_s[0]))
+    else:
+        text += tr("The smallest batch was still the fastest ({t}), so the dip is a slow point before it, not a "
+                   "gain. ", t=ms(step_s[0]))
+    return text + tr("More work in less time is the matrix kernels, not the arithmetic: those for a few rows can "
+                     "stream the weights faster than those for one (notebook 08, section 5, times each product at "
+                     "batch 1 and 4). A dip that does not come back when you re-run the cell was a disturbance.")
 
 
 def tpot_verdict(v: TpotVerdict) -> str:

@@ -16,6 +16,7 @@ from ..measure.profiling import group_label
 from ..tokens import TextCost
 from ..units import ms
 from . import join
+from .n04 import batch_curve
 
 
 def cold_call(first: float, later: float, n_later: int) -> str:
@@ -123,8 +124,11 @@ def dtypes(tpots: Mapping[str, float], weight_bytes: Mapping[str, float], device
 
 
 def batching(b0: int, b1: int, tpot0: float, tpot1: float, rate0: float, rate1: float, prefill_x: float,
-             model: str) -> str:
-    """Each user's TPOT against the machine's total tokens per second, from batch ``b0`` to ``b1``."""
+             model: str, curve: tuple[Sequence[int], Sequence[float]] | None = None) -> str:
+    """Each user's TPOT against the machine's total tokens per second, from batch ``b0`` to ``b1``.
+
+    ``curve``: (batch sizes, each user's TPOT at each) of the whole sweep: a dip between the ends is named
+    (``n04.batch_curve``), since the ends alone would hide it."""
     tpot_x, thr_x = tpot1 / tpot0, rate1 / rate0
     fields = {"model": model, "b0": b0, "b1": b1, "thr": thr_x, "rate0": rate0, "rate1": rate1, "tpot": tpot_x,
               "tpot0": ms(tpot0), "tpot1": ms(tpot1)}
@@ -136,6 +140,9 @@ def batching(b0: int, b1: int, tpot0: float, tpot1: float, rate0: float, rate1: 
         text = tr("On {model}, from batch {b0} to {b1}, total throughput changed **{thr:.1f}x** ({rate0:.0f} -> "
                   "{rate1:.0f} tokens/s) while each user's TPOT changed **{tpot:.1f}x** ({tpot0} -> {tpot1}): here "
                   "each user slowed down as much as the machine sped up: batching did not pay. ", **fields)
+    if curve is not None:
+        dip = batch_curve(*curve)
+        text += dip + " " if dip else ""
     return text + tr("Prefilling the whole batch (every user's TTFT) took {x:.1f}x as long as one prompt.", x=prefill_x)
 
 
@@ -194,10 +201,15 @@ def _spec(text: str) -> str:
             "NVIDIA H200 Tensor Core GPU datasheet": tr("NVIDIA H200 Tensor Core GPU datasheet")}.get(text, text)
 
 
+def _model_name(name: str) -> str:
+    """A published model's label as the notebook names it ("7B model (fp16)"), in the reader's language."""
+    return by_language(en=name, zh=name.replace("7B model", "7B 模型").replace(" (", "（").replace(")", "）"))
+
+
 def hardware_table(rows: Sequence[HardwareFloor]) -> str:
     """A Markdown table of published bandwidths and the decode floors they predict (not measured)."""
     models = list(rows[0].floors)
-    floors = " | ".join(tr("{model}: floor per token", model=k) for k in models)
+    floors = " | ".join(tr("{model}: floor per token", model=_model_name(k)) for k in models)
     lines = [tr("| device | memory bandwidth (published) | {floors} | source |", floors=floors),
              "|---|---|" + "---|" * len(models) + "---|"]
     for r in rows:
@@ -205,7 +217,7 @@ def hardware_table(rows: Sequence[HardwareFloor]) -> str:
         cells = " | ".join(tr("{floor} ({rate:,.0f} tokens/s)", floor=ms(r.floors[k]), rate=1 / r.floors[k])
                            for k in models)
         lines.append(f"| {_spec(r.spec.name)} | {bw / 1e9:,.0f} GB/s | {cells} | {_spec(r.spec.source)} |")
-    sizes = join(f"{k} {rows[0].step_bytes[k] / 1e9:.2f} GB" for k in models)
+    sizes = join(f"{_model_name(k)} {rows[0].step_bytes[k] / 1e9:.2f} GB" for k in models)
     return tr("**Computed from published specifications, not measured.** Each floor is the bytes one decode step "
               "reads at batch 1 ({sizes}: weights plus a short KV cache) divided by the published memory bandwidth: "
               "no real step is faster, and real steps land above it.", sizes=sizes) + "\n\n" + "\n".join(lines)
@@ -219,7 +231,7 @@ def hardware_point(rows: Sequence[HardwareFloor], big: str) -> str:
               "'noticeably': for decode at batch 1, that is mostly the memory bandwidth (900 -> 3350 GB/s, "
               "{upgrade_x:.1f}x), not the compute the article credits.", slow=_spec(slow.spec.name),
               fast=_spec(fast.spec.name),
-              bw_x=fast.spec.bytes_per_s / slow.spec.bytes_per_s, big=big, floor_slow=ms(slow.floors[big]),
+              bw_x=fast.spec.bytes_per_s / slow.spec.bytes_per_s, big=_model_name(big), floor_slow=ms(slow.floors[big]),
               floor_fast=ms(fast.floors[big]), upgrade_x=3350 / 900)
 
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 
+from .. import gate
 from ..cost import Cost
 from ..fast.choice import Choice
 from ..i18n import tr
@@ -24,7 +25,9 @@ from ..measure.kernels import KernelComparison
 from ..measure.profiling import ProductRate, StepProfile, group_label
 from ..measure.speedups import PathRow, PrefillTimes, QuantRow
 from ..measure.sweeps import Sweep
+from ..units import ms
 from . import join
+from .n04 import batch_curve
 
 NEAR = 1.2  # "near the floor": within 20% of it
 
@@ -172,15 +175,69 @@ def _ladder(rows: Sequence[PathRow], floor_s: float) -> str:
               speedup=base.tpot_s / best.tpot_s)
 
 
+def _static_cache(rows: Sequence[PathRow]) -> float | None:
+    """StaticCache's TPOT over DynamicCache's on the engine (``None`` when either path is missing)."""
+    tpot = {r.label: r.tpot_s for r in rows}
+    dynamic, static = tpot.get("engine (DynamicCache)"), tpot.get("engine + StaticCache")
+    return None if dynamic is None or static is None else static / dynamic
+
+
+def _saving(profiles: Mapping[str, StepProfile], model: str) -> str:
+    """Which profile group the eager fast step saved most in against the engine's step (``profile_paths``)."""
+    engine, fast = profiles.get("engine"), profiles.get("fast")
+    if engine is None or fast is None:
+        return ""
+    saved = engine.step_s - fast.step_s
+    if saved <= 0:
+        return tr("On {model} the profiled fast step was not faster than the engine's ({fast} against {engine}): "
+                  "section 2's profiles have no saving to split. ", model=model, fast=ms(fast.step_s),
+                  engine=ms(engine.step_s))
+    by_group = {g: engine.groups.get(g, 0.0) - fast.groups.get(g, 0.0) for g in engine.groups}
+    top = max(by_group, key=by_group.get)
+    fields = {"model": model, "engine": ms(engine.step_s), "fast": ms(fast.step_s), "share": by_group[top] / saved,
+              "python": ms(by_group.get("Python & dispatch", 0.0)), "mm": ms(by_group.get("matmuls", 0.0))}
+    if top == "matmuls":
+        return tr("On {model} the profiles of section 2 (engine {engine}, eager fast step {fast}) put **{share:.0%}** "
+                  "of the saving in the matrix products ({mm}) and {python} in Python and dispatch: the gain is mostly "
+                  "the fast path's weight layout streaming the same products faster, not removed overhead. ", **fields)
+    if top == "Python & dispatch":
+        return tr("On {model} the profiles of section 2 (engine {engine}, eager fast step {fast}) put **{share:.0%}** "
+                  "of the saving in Python and dispatch ({python}) and {mm} in the matrix products: here removing "
+                  "overhead is what paid. ", **fields)
+    return tr("On {model} the profiles of section 2 (engine {engine}, eager fast step {fast}) put the largest part of "
+              "the saving, **{share:.0%}**, in *{group}*; the matrix products saved {mm}, Python and dispatch "
+              "{python}. ", group=group_label(top), **fields)
+
+
 def ladders(full_size: Sequence[PathRow], full_floor_s: float, bundled: Sequence[PathRow],
-            bundled_floor_s: float) -> str:
+            bundled_floor_s: float, *, profiles: Mapping[str, Mapping[str, StepProfile]] | None = None) -> str:
     """The decode paths (``measure.speedups.decode_paths``) on GPT-2's shape and on the bundled model, each against
-    its floor, and why removing overhead matters most for small models."""
-    return tr("On the full-size GPT-2 shape {gpt2}. On the bundled model {bundled}. The smaller the model, the larger "
-              "the share of fixed per-step costs (Python, launching operators), so removing overhead matters most for "
-              "small models and fast hardware; for a large model on a CPU the remaining gap is mostly the matrix "
-              "kernels' use of the memory bandwidth.", gpt2=_ladder(full_size, full_floor_s),
-              bundled=_ladder(bundled, bundled_floor_s))
+    its floor; whether the eager StaticCache paid; and, from ``profiles`` (model name -> section 2's
+    ``profile_paths``), where each model's saving went: the matrix products or the overhead around them."""
+    text = tr("On the full-size GPT-2 shape {gpt2}. On the bundled model {bundled}. ",
+              gpt2=_ladder(full_size, full_floor_s), bundled=_ladder(bundled, bundled_floor_s))
+    ratios = {name: x for name, x in ((tr("GPT-2's shape"), _static_cache(full_size)),
+                                      (tr("the bundled model"), _static_cache(bundled))) if x is not None}
+    slower = {name: x for name, x in ratios.items() if x > gate.FAST_SLACK}  # within 5%: a tie, not slower
+
+    def listed(items) -> str:
+        return join(tr("{x:.2f}x DynamicCache's on {name}", x=x, name=name) for name, x in items)
+    if slower:
+        text += tr("*engine + StaticCache* was slower than the default DynamicCache (its TPOT {listed}): run eagerly, "
+                   "a pre-allocated cache attends over every slot it holds, the empty ones masked, and saves nothing. "
+                   "It pays only where the step is compiled or captured in a CUDA graph, which need the fixed shapes "
+                   "it gives. ", listed=listed(slower.items()))
+        if tied := [(n, x) for n, x in ratios.items() if n not in slower]:
+            text += tr("Elsewhere it tied (its TPOT {listed}: within 5%). ", listed=listed(tied))
+    elif ratios:
+        text += tr("*engine + StaticCache* was not slower than the default DynamicCache here (its TPOT {listed}), "
+                   "even run eagerly; its fixed shapes pay most where the step is compiled or captured in a CUDA "
+                   "graph. ", listed=listed(ratios.items()))
+    for model, paths in (profiles or {}).items():
+        text += _saving(paths, model)
+    return text.rstrip()
+
+
 def _why(winner: str) -> str:
     """Why the layout ``winner`` streamed the weights fastest, in the reader's language."""
     why = {"rows+compile": tr("the compiler's loops (each product a plain reduction over the weight rows, fused with "
@@ -201,8 +258,11 @@ def _source(source: str) -> str:
                                                                                                           source)
 
 
-def layout_choice(choice: Choice) -> str:
-    """Which weight layout the fast path measured fastest on this machine, by how much, and what that means."""
+def layout_choice(choice: Choice, now_s: float | None = None) -> str:
+    """Which weight layout the fast path measured fastest on this machine, by how much, and what that means.
+
+    ``now_s``: this run's step of the chosen decoder (e.g. its profiled step in section 2), printed beside a
+    remembered choice's times, labelled, so a learner never reads two unlabelled times for one step."""
     times = join(f"{k} {s * 1e3:.2f} ms" for k, s in sorted(choice.step_s.items(), key=lambda kv: kv[1]))
     if choice.runner_up is None:
         return tr("`FastDecoder(weights=\"auto\")` had one layout to offer here, **{winner}** ({source}): nothing "
@@ -215,8 +275,18 @@ def layout_choice(choice: Choice) -> str:
         text += tr(" The margin is within the noise of a few steps: on this CPU the layouts stream about alike, and "
                    "another run could pick the other one at no real cost.")
     if choice.source == "cached":
-        text += tr(" (This choice was measured in an earlier run on this machine and remembered; "
-                   "`inferlab.fast.choice.forget()` measures again, e.g. after the machine was busy.)")
+        when = choice.measured_at or tr("a date not recorded")
+        text += tr(" The times above are **remembered from the choice run on {when}** on this machine, not measured "
+                   "now; `inferlab.fast.choice.forget()` measures again, e.g. after the machine was busy.", when=when)
+        if now_s is not None:
+            then = choice.step_s[choice.winner]
+            text += tr(" **This run**: the {winner} step took {now:.2f} ms ({x:.2f}x the remembered {then:.2f} ms). ",
+                       winner=choice.winner, now=now_s * 1e3, x=now_s / then, then=then * 1e3)
+            text += (tr("The machine was slower now than then: compare the layouts by their ratios, which hold "
+                        "better than their times.") if now_s > 1.15 * then else
+                     tr("The machine ran at about its remembered speed.") if now_s > then / 1.15 else
+                     tr("The machine was faster now than then: compare the layouts by their ratios, which hold "
+                        "better than their times."))
     for name, why in choice.left_out.items():
         text += tr(" *{name}* could not run here ({why}).", name=name, why=why)
     return text
@@ -305,8 +375,44 @@ def batching(sweep: Sweep) -> str:
     largest."""
     (b0, b1), (r0, r1) = (sweep.xs[0], sweep.xs[-1]), (sweep.tokens_per_s[0], sweep.tokens_per_s[-1])
     s0, s1 = sweep.medians[0], sweep.medians[-1]  # seconds per step: each user's TPOT
-    return tr("From batch {b0} to {b1}, total throughput went from **{r0:.0f}** to **{r1:.0f} tokens/s** "
+    text = tr("From batch {b0} to {b1}, total throughput went from **{r0:.0f}** to **{r1:.0f} tokens/s** "
               "({r_ratio:.1f}x) while each user's TPOT went from {s0:.2f} to {s1:.2f} ms ({s_ratio:.1f}x). While the "
               "weights dominate the bytes, extra users ride along almost free; once the arithmetic catches up with "
               "the bandwidth (the ridge of notebook 04), each user's TPOT grows with the batch.",
               b0=b0, b1=b1, r0=r0, r1=r1, r_ratio=r1 / r0, s0=s0 * 1e3, s1=s1 * 1e3, s_ratio=s1 / s0)
+    dip = batch_curve(sweep.xs, sweep.medians)  # the ends alone would hide a dip between them
+    return text + (" " + dip if dip else "")
+
+
+def batch_products(by_batch: Mapping[int, tuple[str, list[ProductRate]]]) -> str:
+    """Each product's weight streaming rate (its weight bytes over its time) at each batch size, as a Markdown table,
+    and whether the few-row products read the weights faster than the one-row ones.
+
+    ``by_batch``: batch size -> (the layout the fast path chose at that batch, ``profiling.product_rates`` of a
+    decoder of that batch), the smallest batch first. A product's weights are read once whatever the batch, so its
+    GB/s is comparable across batches: a higher rate at a bigger batch is the kernels, not fewer bytes.
+    """
+    batches = sorted(by_batch)
+    names = [r.name for r in by_batch[batches[0]][1]]
+    rate = {b: {r.name: r.product_bytes_per_s for r in by_batch[b][1]} for b in batches}
+    total = {b: sum(r.nbytes for r in by_batch[b][1]) / sum(r.product_s for r in by_batch[b][1]) for b in batches}
+    head = "| " + tr("product") + " | " + " | ".join(tr("GB/s at batch {b} ({layout})", b=b, layout=by_batch[b][0])
+                                                      for b in batches) + " |"
+    rows = [f"| {n} | " + " | ".join(f"{rate[b].get(n, math.nan) / 1e9:.1f}" for b in batches) + " |" for n in names]
+    rows.append(f"| **{tr('all products')}** | " + " | ".join(f"**{total[b] / 1e9:.1f}**" for b in batches) + " |")
+    table = head + "\n|---|" + "---|" * len(batches) + "\n" + "\n".join(rows) + "\n\n"
+    b0, b1 = batches[0], batches[-1]
+    x = total[b1] / total[b0]
+    fields = {"b0": b0, "b1": b1, "x": x, "r0": total[b0] / 1e9, "r1": total[b1] / 1e9}
+    if x > 1.1:
+        return table + tr("At batch {b1} the products streamed the weights at **{r1:.1f} GB/s**, {x:.2f}x batch {b0}'s "
+                          "{r0:.1f} GB/s: a kernel for a few rows keeps the memory busier than one for a single row, "
+                          "so a small batch can step faster than one sequence alone (notebook 04, section 7).",
+                          **fields)
+    if x < 1 / 1.1:
+        return table + tr("At batch {b1} the products streamed the weights at {r1:.1f} GB/s, slower than batch {b0}'s "
+                          "{r0:.1f} GB/s ({x:.2f}x): on this machine the extra rows cost time of their own, so a batch "
+                          "step faster than batch {b0}'s would not come from the products.", **fields)
+    return table + tr("At batch {b1} the products streamed the weights at {r1:.1f} GB/s, about as fast as at batch "
+                      "{b0} ({r0:.1f} GB/s): here the kernels read the weights alike for one row and a few, and a "
+                      "batch step faster than batch {b0}'s would not come from them.", **fields)

@@ -188,9 +188,8 @@ def peer(cmp) -> str:
     others = [v for k, v in cmp.tokens_per_s.items() if k not in ("inferlab.serve", SERVE_MODEL_LAYOUT)
               and not math.isnan(v)]
     if others and max(others) * 1.3 <= ours:
-        return text + tr("A few hundred readable lines beat transformers' own engines here because each of their "
-                         "steps ran faster kernels on a better layout for this CPU, not because they scheduled "
-                         "better.")
+        return text + tr("Ours, a few hundred readable lines, beat transformers' own engines here because its steps "
+                         "ran faster kernels on a better layout for this CPU, not because it scheduled better.")
     if all(v <= ours * 1.2 for v in others):
         return text + tr("A few hundred readable lines keep up with the library's own engine here: the time goes "
                          "into the same matrix products, whoever schedules them.")

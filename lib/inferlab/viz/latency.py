@@ -2,7 +2,8 @@
 
 Input is plain data: a ``Trace``, ``Latency`` lists, or the dataclasses of ``inferlab.measure``
 (``Sweep``, ``Measurement``, ``Prediction``, ``ThinkingPoint``) and ``inferlab.cost.Cost`` floors.
-Times are seconds in, milliseconds on the axes.
+Times are seconds in, milliseconds on the axes. It is one piece (over 300 lines) on purpose: every figure of time
+shares one axis vocabulary and one look, and the notebooks 00, 04, 05, 07 and 08 draw from it.
 
     >>> sweep_figure(measure.prefill_sweep(m, [8, 64, 256]))       # doctest: +SKIP
 """
@@ -10,13 +11,14 @@ Times are seconds in, milliseconds on the axes.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from ..cost import Cost
-from ..i18n import tr
+from ..i18n import by_language, tr
 from ..measure.sweeps import Sweep
 from ..timing import summarize
 from ..units import bound_text
@@ -54,6 +56,41 @@ def _finite(xs) -> list[float]:
     return [x for x in xs if x is not None and math.isfinite(x)]
 
 
+def _job_name(kind: str) -> str:
+    """A step's job as a short label: the identifier in English, the course's term (Prefill, Decode) in Chinese,
+    where the gloss (预填充, 解码) would repeat on every row."""
+    return by_language(en=kind, zh={"prefill": "Prefill", "decode": "Decode"}.get(kind, kind))
+
+
+_BYTE = re.compile(r"⟨([0-9a-f]{2})⟩")
+
+
+def _pieces_with_characters(pieces: Sequence[str]) -> list[str]:
+    """Each piece made visible; one holding bytes of a character (``⟨e7⟩``) also names it, as 01's chips and 06's
+    labels do: ``⟨e7⟩ 属于 知``. A Chinese answer's timeline is otherwise all bytes (a character is 2-3 tokens)."""
+    split = [_BYTE.split(p) for p in pieces]  # text, hex, text, hex, ..., text
+    raws = [b"".join(t.encode("utf-8") + bytes.fromhex(h) for t, h in zip(parts[::2], [*parts[1::2], ""]))
+            for parts in split]
+    full, out, start = b"".join(raws), [], 0
+    for piece, raw, parts in zip(pieces, raws, split):
+        # the bytes themselves, not the plain text around them, point at the character
+        a, b = start + len(parts[0].encode("utf-8")), start + len(raw) - len(parts[-1].encode("utf-8"))
+        start += len(raw)
+        chars = ""
+        if "⟨" in piece:
+            while a > 0 and 0x80 <= full[a] < 0xC0:  # back to the first byte of the character
+                a -= 1
+            while b < len(full) and 0x80 <= full[b] < 0xC0:  # on to its last
+                b += 1
+            try:
+                chars = full[a:b].decode("utf-8")
+            except UnicodeDecodeError:  # the answer stops inside the character: the bytes are all there is
+                chars = ""
+        text = show_token(piece)
+        out.append(f"{text} {tr('of {chars}', chars=show_token(chars))}" if chars else text)
+    return out
+
+
 def timeline(trace, max_tokens: int = 40) -> go.Figure:
     """A Gantt-like view of one streamed answer: tokenization, prefill, each decode step, each token's arrival.
 
@@ -64,8 +101,10 @@ def timeline(trace, max_tokens: int = 40) -> go.Figure:
             tr("timeline needs a Trace with at least one generated token. Fix: pass il.generate(...) output."))
     lat = trace.latency
     steps = trace.steps[:max_tokens]
-    rows = [tr("tokenize")] + [f"{i}: {s.kind} → {show_token(trace.generated_pieces[i])!r}"
-                               for i, s in enumerate(steps)]
+    rows = [tr("tokenize"), *by_language(
+        en=[f"{i}: {s.kind} → {show_token(trace.generated_pieces[i])!r}" for i, s in enumerate(steps)],
+        zh=[f"{i}：{_job_name(s.kind)} → {label}" for (i, s), label in
+            zip(enumerate(steps), _pieces_with_characters(trace.generated_pieces[:len(steps)]))])]
     fig = go.Figure()
     fig.add_bar(y=[rows[0]], x=[trace.tokenize_seconds * MS], base=[0.0], orientation="h", name=tr("tokenize"),
                 marker_color=PALETTE[5], text=[tr("tokenize {ms:.2f} ms", ms=trace.tokenize_seconds * MS)],
@@ -76,7 +115,7 @@ def timeline(trace, max_tokens: int = 40) -> go.Figure:
             continue
         fig.add_bar(
             y=[rows[i + 1] for i, _ in chosen], x=[s.seconds * MS for _, s in chosen],
-            base=[s.t_start * MS for _, s in chosen], orientation="h", name=kind, marker_color=color,
+            base=[s.t_start * MS for _, s in chosen], orientation="h", name=_job_name(kind), marker_color=color,
             customdata=[[s.token_id, show_token(trace.generated_pieces[i]), len(s.input_ids), s.t_end * MS]
                         for i, s in chosen],
             hovertemplate=tr("%{y}<br>token id %{customdata[0]} %{customdata[1]}<br>input tokens "
