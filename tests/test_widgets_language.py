@@ -48,7 +48,7 @@ def test_sampling_playground_speaks_chinese_and_english_comes_back():
     table = box.children[-2].value  # [knobs..., note, errors, table, out]
     assert "<th>阶段</th>" in table and "<th>e<sup>熵</sup>（有效选择数）</th>" in table
     assert "温度之后" in table and "Top-p 之后（从这里采样）" in table
-    assert _shown(box)["text/plain"].startswith("采样实验场：")
+    assert _shown(box)["text/plain"].startswith("采样练习场：")
     il.set_language("en")
     english = ws.playground(HAND, PIECES, temperature=1.0)
     assert english.sliders["temperature"].description == "temperature"
@@ -172,7 +172,7 @@ def test_a_missing_chinese_file_is_named(questions):
 
 def test_a_numeric_answer_in_chinese():
     q = sc.Question("2 × 12 × 12 × 64 × 4 = ?", answer=73728.0, unit="字节", why="K 和 V 各一份。")
-    assert sc.grade(q, "36864") == (False, "不太对：答案是 73728 字节。K 和 V 各一份。")
+    assert sc.grade(q, "36864") == (False, "不太对：答案是 73,728 字节。K 和 V 各一份。")
     assert sc.grade(q, "73，728")[0] is True  # a full-width comma typed as a thousands separator
     assert sc.grade(q, "两个")[1] == "请先输入一个数字（数字，可带小数点）。"
 

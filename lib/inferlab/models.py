@@ -17,7 +17,7 @@ import torch
 from . import _hf, checkpoints, hub
 from .cost import GPT2_SHAPES
 from .errors import bad_value, check_number, check_utf8
-from .i18n import tr
+from .i18n import by_language, tr
 from .paths import BUNDLED_DIR
 
 BUNDLED_NAMES = ("bundled", "tiny", "tiny-gpt2-bilingual")
@@ -51,10 +51,17 @@ class ModelInfo:
         """Bytes of one weight (and one KV-cache element) in this dtype."""
         return torch.empty((), dtype=self.dtype).element_size()
 
+    @property
+    def source_text(self) -> str:
+        """Where the weights came from, in the reader's language (``source`` itself stays the identifier)."""
+        return by_language(en=self.source, zh={"bundled": "随附模型", "hub-cache": "本地 Hugging Face 缓存",
+                                               "hub-download": "从 Hugging Face 下载", "folder": "本地文件夹",
+                                               "random-weights": "随机权重"}.get(self.source, self.source))
+
     def __repr__(self) -> str:
         return tr("ModelInfo({name!r} from {source}: {n_layer} layers x {n_head} heads, d_model={d_model}, "
                   "head_dim={head_dim}, n_ctx={n_ctx}, vocab={vocab}, {params:.1f}M params, {mb:.1f} MB of {dtype} "
-                  "weights on {device})", name=self.name, source=self.source, n_layer=self.n_layer,
+                  "weights on {device})", name=self.name, source=self.source_text, n_layer=self.n_layer,
                   n_head=self.n_head, d_model=self.d_model, head_dim=self.head_dim, n_ctx=self.n_ctx,
                   vocab=self.vocab_size, params=self.n_params / 1e6, mb=self.weight_bytes / 1e6,
                   dtype=str(self.dtype).removeprefix("torch."), device=self.device)

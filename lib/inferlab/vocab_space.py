@@ -17,7 +17,7 @@ import torch
 
 from .embeddings import token_table
 from .errors import bad_value
-from .i18n import tr
+from .i18n import by_language, tr
 from .models import Model
 from .tokens import piece_text, tokenize
 
@@ -89,7 +89,7 @@ class Projection:
     skipped: dict[str, str] = field(default_factory=dict)  # word -> why it was left out
 
     def __repr__(self) -> str:
-        kept = ", ".join(f"{e:.0%}" for e in self.explained)
+        kept = by_language(en=", ", zh="、").join(f"{e:.0%}" for e in self.explained)
         return tr("Projection({n} words on {axes} axes keeping {kept} of the variance)", n=len(self.words),
                   axes=len(self.explained), kept=kept)
 

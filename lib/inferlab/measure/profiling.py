@@ -27,7 +27,7 @@ from torch.profiler import ProfilerActivity, profile
 from .. import gate
 from ..engine import decode_step, prefill
 from ..fast import FastDecoder
-from ..i18n import tr
+from ..i18n import by_language, tr
 from ..timing import clock, interleave, summarize, time_call
 
 GROUPS = ("matmuls", "attention", "norms & activations", "other ops", "compiled graph (fused)", "Python & dispatch")
@@ -69,8 +69,10 @@ class StepProfile:
     top_ops: tuple[tuple[str, float, int], ...]  # (name, seconds per step, calls per step)
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{group_label(k)} {v * 1e3:.2f}" for k, v in self.groups.items())
-        return tr("StepProfile({label}: {step:.2f} ms/step = {parts} ms)", label=self.label, step=self.step_s * 1e3,
+        parts = by_language(en=", ", zh="，").join(f"{group_label(k)} {v * 1e3:.2f}" for k, v in self.groups.items())
+        # a notebook's label is code ("gpt2 decode step"); the job in it is named as the Chinese edition names it
+        label = by_language(en=self.label, zh=self.label.replace("decode step", "Decode 步"))
+        return tr("StepProfile({label}: {step:.2f} ms/step = {parts} ms)", label=label, step=self.step_s * 1e3,
                   parts=parts)
 
 

@@ -115,9 +115,9 @@ def grade(question: Question, answer: int | float | str | None, *, reveal: bool 
             return False, tr("Not yet: {value:g} is too low. Try once more (a second try shows the answer).",
                              value=value)
         if question.unit:
-            return False, tr("Not quite: the answer is {answer:g} {unit}. {why}", answer=question.answer,
+            return False, tr("Not quite: the answer is {answer} {unit}. {why}", answer=number(question.answer),
                              unit=question.unit, why=question.why)
-        return False, tr("Not quite: the answer is {answer:g}. {why}", answer=question.answer, why=question.why)
+        return False, tr("Not quite: the answer is {answer}. {why}", answer=number(question.answer), why=question.why)
     if answer is None:
         return None, tr("Pick an answer first.")
     choice = question.choices[int(answer)]
@@ -126,13 +126,19 @@ def grade(question: Question, answer: int | float | str | None, *, reveal: bool 
     return False, tr("Not this one. {why}", why=choice.why)
 
 
+def number(x: float) -> str:
+    """An answer as the course prints numbers: a whole number with thousands separators (1,179,648, not the
+    1.17965e+06 that ``:g`` gives), anything else as short as ``:g`` makes it (0.731, 38.6)."""
+    return f"{x:,.0f}" if float(x).is_integer() else f"{x:g}"
+
+
 def static_html(questions: list[Question], notebook: str) -> str:
     """The questions as HTML with each answer and its explanation folded in ``<details>`` (no kernel needed)."""
     stop, colon = tr(". "), tr(": ")  # 。 and ： in Chinese, with no space after them
     items = []
     for q in questions:
         if q.numeric:
-            options, answer = "", f"<p><b>{q.answer:g} {html.escape(q.unit)}</b>{stop}{html.escape(q.why)}</p>"
+            options, answer = "", f"<p><b>{number(q.answer)} {html.escape(q.unit)}</b>{stop}{html.escape(q.why)}</p>"
         else:
             options = "<ul>" + "".join(f"<li>{html.escape(c.text)}</li>" for c in q.choices) + "</ul>"
             answer = "<ul>" + "".join(
