@@ -129,7 +129,8 @@ def test_the_map_in_00_lists_every_notebook_with_its_minutes(edition, measured):
     assert not _drift(stated, measured[edition]), f"00's map: stated vs measured {_drift(stated, measured[edition])}"
 
 
-# Every notebook's header states its time: "**Time:** about N minutes" (00: "here (about N minutes)"), "**用时**：约 N 分钟".
+# Every notebook's header states its time: "**Time:** about N minutes" (00: "here (about N minutes)"),
+# "**用时**：约 N 分钟".
 HEADER = r"\*\*Time:\*\* about (\d+) minutes|here \(about (\d+) minutes\)|\*\*用时\*\*：约 (\d+) 分钟"
 NUMBERS = [f"{n:02d}" for n in range(10)]
 

@@ -47,9 +47,12 @@ def test_a_server_slower_than_the_arrivals_is_not_sustained():
     assert "queue growing" in repr(st)
 
 
-def test_sustained_means_finishing_at_least_four_fifths_of_the_arrivals():
-    assert compare.SteadyState(seconds=2.0, arrived=20, finished=16, tokens=100, queue=(3, 7)).sustained
-    assert not compare.SteadyState(2.0, 20, 15, 100, (3, 8)).sustained
+def test_sustained_means_finishing_nine_tenths_of_the_arrivals_or_a_queue_that_hardly_grew():
+    assert compare.SteadyState(seconds=2.0, arrived=20, finished=18, tokens=100, queue=(3, 5)).sustained
+    assert compare.SteadyState(seconds=2.0, arrived=10, finished=8, tokens=100, queue=(3, 5)).sustained  # 2 more
+    assert not compare.SteadyState(2.0, 20, 16, 100, (3, 7)).sustained
+    # the quiet stored run that four fifths called sustained: 82% finished, the queue grew from 6 to 13
+    assert not compare.SteadyState(6.0, 46, 38, 900, (6, 13)).sustained
     # the 2-core run a full batch of slack called sustained: 19 arrived, 13 finished, the queue grew from 4 to 10
     assert not compare.SteadyState(11.8, 19, 13, 336, (4, 10)).sustained
 

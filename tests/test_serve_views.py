@@ -156,7 +156,7 @@ def test_a_much_faster_serve_says_why_in_both_languages(zh):
     chinese(n09.peer(PEER_FAR))
     i18n.set_language("en")
     text = n09.peer(PEER_FAR)
-    assert "made it **4.0x** faster" in text and "not because they scheduled better" in text
+    assert "made it **4.0x** faster" in text and "not because it scheduled better" in text
     assert "keep up with" not in text and "was faster" not in text
     flat = SimpleNamespace(**{**vars(PEER_FAR), "tokens_per_s": {**PEER_FAR.tokens_per_s,
                                                                  compare.SERVE_MODEL_LAYOUT: 190.0}})
@@ -192,6 +192,7 @@ def test_the_knee_names_a_goodput_only_where_the_server_kept_up(zh):
     assert "never tripled" in text
     text = n09.knee(kept, 1.0)
     assert "it kept up" in text and "80.0 tokens/s (at 8.0 requests/s" in text and "arrived faster" not in text
+    assert "finished 100% as many requests as arrived" in text  # the share is said, not "as fast as they arrived"
     text = n09.knee(only_growing, 1.0)
     assert "only while its queue was growing" in text and "**goodput**" not in text and "No rate tried" not in text
 

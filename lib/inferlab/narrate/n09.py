@@ -115,8 +115,10 @@ def knee(points, slo_s: float) -> str:
     if ok:
         best = max(ok, key=lambda p: p.steady.tokens_per_s)
         return text + tr("With an SLO of TTFT p99 within {slo}, the most this server sustains is {tps:.1f} tokens/s "
-                         "(at {r:.1f} requests/s, finished as fast as they arrived): that **goodput**, not the peak, "
-                         "is what it can promise.", slo=ms(slo_s), tps=best.steady.tokens_per_s, r=best.rate)
+                         "(at {r:.1f} requests/s, where it finished {share:.0%} as many requests as arrived in the "
+                         "measured window): that **goodput**, not the peak, is what it can promise.", slo=ms(slo_s),
+                         tps=best.steady.tokens_per_s, r=best.rate,
+                         share=best.steady.finished_per_s / best.steady.offered_per_s)
     if within:
         return text + tr("Some rate met an SLO of TTFT p99 within {slo} only while its queue was growing (the "
                          "arrivals stopped first): no rate tried is one the server could sustain within it. Loosen "
