@@ -196,11 +196,15 @@ def test_a_saved_profile_the_spot_check_contradicts_is_measured_again(fresh, mon
     assert measure.machine_profile("cpu").bytes_per_s == 20e9 and fresh.calls == [1, 2]  # the new one was saved
 
 
-def test_a_live_run_whose_spot_check_disagrees_with_the_profile_it_quotes_shows_the_banner(fresh, monkeypatch,
-                                                                                           shown):
+def test_a_live_run_whose_spot_check_disagrees_quotes_a_fresh_profile_and_no_banner(fresh, monkeypatch, shown):
+    """The check disagreed, so the run measured the machine again and quotes that: its own measurement, which the
+    ``spread`` rule judges. A one-second check a few percent off a best-of-7 is that check's noise, not a disturbance
+    (the banner for a disagreeing profile quoted anyway is ``test_gate``'s)."""
     measure.machine_profile("cpu")
     _new_process(monkeypatch)
     fresh.spot_rates = [(5e9, 100e9)]  # half the stored copy rate, and half the new measurement's (20 GB/s) too
-    measure.machine_profile("cpu")
-    text = next(d["text/plain"] for d, m in shown if m["inferlab"]["evidence"]["kind"] == "spot")
-    assert "This run was disturbed" in text and "read 5.0 GB/s against the 20.0 GB/s" in text and "-75%" in text
+    quoted = measure.machine_profile("cpu")
+    record, text = next((m["inferlab"]["evidence"], d["text/plain"]) for d, m in shown
+                        if m["inferlab"]["evidence"]["kind"] == "spot")
+    assert record["refreshed"] and record["quoted_bytes_per_s"] == quoted.bytes_per_s
+    assert "This run was disturbed" not in text

@@ -81,7 +81,8 @@ class StreamingView(w.VBox):
         self.prompt_box.observe(lambda change: self._fit_slider(change["new"]), names="value")
         self.button = w.Button(description=tr("Run again"), icon="play", button_style="primary")
         self.pace = w.FloatSlider(value=5.0, min=0.5, max=30.0, step=0.5, description=tr("tokens/s"),
-                                  continuous_update=False, readout_format=".1f")
+                                  continuous_update=False, readout_format=".1f",
+                                  style={"description_width": "initial"})  # "每秒 token 数" is wider than the default
         self.replay_button = w.Button(description=tr("Replay slowly"), icon="step-forward",
                                       tooltip=tr("replay the last run at the chosen pace (the model does not run)"))
         # handles for browser tests that do not depend on the language
