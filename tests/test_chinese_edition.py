@@ -304,17 +304,6 @@ def unrendered_emphasis(text: str) -> list[str]:
     return found
 
 
-def _selfcheck_strings(node):
-    if isinstance(node, str):
-        yield node
-    elif isinstance(node, dict):
-        for value in node.values():
-            yield from _selfcheck_strings(value)
-    elif isinstance(node, list):
-        for value in node:
-            yield from _selfcheck_strings(value)
-
-
 def _stored_markdown(nb_path: Path) -> list[str]:
     """The Markdown a zh notebook's stored outputs show (narration is printed as ``text/markdown``)."""
     out = []
@@ -339,7 +328,7 @@ def bold_texts() -> dict[str, str]:
                   for k, v in json.loads(p.read_text(encoding="utf-8")).items()})
     for p in sorted((ROOT / "data" / "selfcheck" / "zh").glob("*.json")):
         texts.update({f"{p.relative_to(ROOT)} #{i}": s
-                      for i, s in enumerate(_selfcheck_strings(json.loads(p.read_text(encoding="utf-8"))))})
+                      for i, s in enumerate(_strings(json.loads(p.read_text(encoding="utf-8"))))})
     return texts
 
 

@@ -26,7 +26,7 @@ from ..models import Model
 from ..units import format_bytes
 from .machine import machine_profile
 from .profiling import peak_bytes
-from .sweeps import Sweep, _out_of_memory, check_sizes, decode_sweep  # batch_sweep's own out-of-memory test
+from .sweeps import Sweep, check_sizes, decode_sweep, out_of_memory_note
 
 
 # --------------------------------------------------------------------- the crossover, predicted and measured
@@ -169,11 +169,7 @@ def decode_grid(model: Model, contexts: Sequence[int], batches: Sequence[int], *
         try:
             sweeps.append(decode_sweep(model, contexts, repeats=repeats, warmup=warmup, batch=b, path=path, **options))
         except RuntimeError as exc:
-            if not _out_of_memory(exc):
-                raise
-            if model.device.type == "cuda":
-                torch.cuda.empty_cache()
-            note = tr("stopped at batch {batch}: out of memory", batch=b)
+            note = out_of_memory_note(exc, model, b)
             break
     if not sweeps:
         raise RuntimeError(f"decode_grid: even batch {batches[0]} ran out of memory. Fix: use shorter contexts.")

@@ -200,6 +200,15 @@ def _out_of_memory(exc: BaseException) -> bool:
     return isinstance(exc, torch.cuda.OutOfMemoryError) or "out of memory" in str(exc).lower()
 
 
+def out_of_memory_note(exc: RuntimeError, model: Model, batch: int) -> str:
+    """A sweep over batch sizes stops where memory ran out: the note it keeps (any other error is raised again)."""
+    if not _out_of_memory(exc):
+        raise exc
+    if model.device.type == "cuda":
+        torch.cuda.empty_cache()
+    return tr("stopped at batch {batch}: out of memory", batch=batch)
+
+
 def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repeats: int = 5, warmup: int = 1,
                 job: str = "decode", path: str = "engine", **options) -> Sweep:
     """Time one forward of ``batch`` sequences at once, for each batch size.
@@ -234,11 +243,7 @@ def batch_sweep(model: Model, batches: Sequence[int], *, context: int = 32, repe
         try:
             times.append(timed(b))
         except RuntimeError as exc:
-            if not _out_of_memory(exc):
-                raise
-            if model.device.type == "cuda":
-                torch.cuda.empty_cache()
-            note = tr("stopped at batch {batch}: out of memory", batch=b)
+            note = out_of_memory_note(exc, model, b)
             break
         done.append(b)
     if not done:

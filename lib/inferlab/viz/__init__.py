@@ -110,6 +110,19 @@ def require(condition: bool, message: str) -> None:
         raise ValueError(message)
 
 
+def character_at(full: bytes, a: int, b: int) -> str:
+    """The character(s) whose UTF-8 bytes ``full[a:b]`` are part of: widened back to the first byte and on to the
+    last. ``""`` where the text ends inside the character (the bytes are all there is)."""
+    while a > 0 and 0x80 <= full[a] < 0xC0:  # back to the first byte of the character
+        a -= 1
+    while b < len(full) and 0x80 <= full[b] < 0xC0:  # on to its last
+        b += 1
+    try:
+        return full[a:b].decode("utf-8")
+    except UnicodeDecodeError:
+        return ""
+
+
 def show_token(piece: str) -> str:
     """A token's text made visible: spaces as '·', newlines as '⏎', tabs as '→'."""
     return piece.replace(" ", "·").replace("\n", "⏎").replace("\t", "→").replace("\r", "␍")

@@ -22,7 +22,7 @@ from ..i18n import by_language, tr
 from ..measure.sweeps import Sweep
 from ..timing import summarize
 from ..units import bound_text
-from . import PALETTE, base_layout, require, rgba, show_token
+from . import PALETTE, base_layout, character_at, require, rgba, show_token
 
 MS = 1e3
 JOB_COLORS = {"prefill": PALETTE[0], "TTFT": PALETTE[0], "decode": PALETTE[1], "decode step": PALETTE[1],
@@ -76,16 +76,7 @@ def _pieces_with_characters(pieces: Sequence[str]) -> list[str]:
         # the bytes themselves, not the plain text around them, point at the character
         a, b = start + len(parts[0].encode("utf-8")), start + len(raw) - len(parts[-1].encode("utf-8"))
         start += len(raw)
-        chars = ""
-        if "⟨" in piece:
-            while a > 0 and 0x80 <= full[a] < 0xC0:  # back to the first byte of the character
-                a -= 1
-            while b < len(full) and 0x80 <= full[b] < 0xC0:  # on to its last
-                b += 1
-            try:
-                chars = full[a:b].decode("utf-8")
-            except UnicodeDecodeError:  # the answer stops inside the character: the bytes are all there is
-                chars = ""
+        chars = character_at(full, a, b) if "⟨" in piece else ""
         text = show_token(piece)
         out.append(f"{text} {tr('of {chars}', chars=show_token(chars))}" if chars else text)
     return out

@@ -25,7 +25,7 @@ from .. import bpe, tokens
 from ..diversity import SettingResult, ngrams
 from ..i18n import tr
 from ..sampling import STAGE_NAMES, FilterStages, Stage
-from . import PALETTE, base_layout, clip, require, show_token, text_width
+from . import PALETTE, base_layout, character_at, clip, require, show_token, text_width
 
 Decode = Callable[[list[int]], str] | Sequence[str] | Mapping[int, str]
 
@@ -84,19 +84,7 @@ def character_parts(decode: Decode, ids: Sequence[int], context: Sequence[int] =
     for text, raw in zip(texts, raws[len(context):]):
         a, b = start, start + len(raw)
         start = b
-        if "⟨" not in text:
-            out.append((text, ""))
-            continue
-        while a > 0 and 0x80 <= full[a] < 0xC0:  # back to the first byte of the character
-            a -= 1
-        while b < len(full) and 0x80 <= full[b] < 0xC0:  # on to its last
-            b += 1
-        try:
-            chars = full[a:b].decode("utf-8")
-        except UnicodeDecodeError:  # unfinished (the text ends inside it): the bytes are all there is
-            out.append((text, ""))
-            continue
-        out.append((text, chars))
+        out.append((text, character_at(full, a, b) if "⟨" in text else ""))
     return out
 
 
