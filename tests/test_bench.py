@@ -197,3 +197,18 @@ def test_the_throughput_row_alternates_which_policy_runs_first(model, monkeypatc
     row = serve_bench.throughput_row(model, sizes, seed=4)
     assert orders == [(4, ("static", "continuous")), (5, ("continuous", "static")), (6, ("static", "continuous"))]
     assert "3 workloads of 5 requests" in row.detail, row.detail
+
+
+def test_speculative_entry_refuses_bad_repeats_and_prints_each_row_with_its_verdict(model, capsys):
+    from inferlab.serve.bench import TargetRow
+    from inferlab.speculative import targets
+
+    with pytest.raises(SystemExit):
+        bench.main(["speculative", "--repeats", "0"])
+    assert "--repeats 0: must be at least 1" in capsys.readouterr().err
+    refusals = targets.refusal_row(model)  # every bad input refused by name, before any work
+    assert refusals.passed and refusals.value == 1.0, refusals
+    table = targets.Targets("t", (refusals, TargetRow("a ratio", ">= 2.0x", 1.5, False, "why"))).table()
+    lines = table.splitlines()
+    assert lines[3].rstrip().endswith("PASS") and "100%" in lines[3], table
+    assert lines[5].rstrip().endswith("FAIL") and "1.50x" in lines[5] and lines[6].strip() == "why", table

@@ -483,3 +483,61 @@ def test_serving_policy_names_in_the_readers_language(lang):
     expected = (["static", "continuous", "contiguous max-length", "paged", "other"] if lang == "en" else
                 ["静态批处理", "连续批处理", "按最长长度整段预留", "分页", "other"])
     assert names == expected
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_printed_labels_and_numbers_follow_the_reader(lang):
+    """What 03, 04, 07 and 09 print from identifiers (a prompt's language, a job, a kernel, a peer engine) shows in
+    the reader's language; 09's SLO and cached positions carry separators. English prints what it always did."""
+    from types import SimpleNamespace as NS
+
+    from inferlab import cost
+    from inferlab.measure.kernels import RECORDING, KernelComparison
+    from inferlab.measure.languages import PromptTTFT
+    from inferlab.measure.sweeps import Sweep
+    from inferlab.narrate import n03, n07, n09
+    from inferlab.serve.compare import SERVE_MODEL_LAYOUT
+    from inferlab.timing import summarize
+    from inferlab.tokens import TextCost
+
+    kernels = KernelComparison({k: Sweep("prefill", "prompt length (tokens)", (16,), ((0.01, 0.011),), (16,))
+                                for k in ("sdpa", RECORDING)}, {}, {"sdpa": (0.0,), RECORDING: (1e-6,)})
+    rows = [PromptTTFT("gpt2", TextCost(name, 10, 20, 20), summarize([0.01, 0.012])) for name in ("中文", "English")]
+    peers = NS(tokens_per_s={"inferlab.serve": 190.0, "generate() padded": 92.0, SERVE_MODEL_LAYOUT: 97.0},
+               same_as_serve={"generate() padded": 8, SERVE_MODEL_LAYOUT: 8}, requests=8, new_tokens=32)
+    steady = NS(sustained=True, offered_per_s=7.5, finished_per_s=7.5, tokens_per_s=174.0, queue=(7, 7))
+    points = [NS(rate=7.5, summary=NS(ttft=NS(p99=0.767)), steady=steady)]
+    before = i18n._chosen
+    il.set_language(lang)
+    try:
+        seen = {"job": repr(cost.decode_cost(cost.published_shape("gpt2"), 8)), "kernels": repr(kernels),
+                "table": n07.language_table(rows), "peer": n09.peer(peers), "knee": n09.knee(points, 1.0),
+                "prefix": n09.prefix(0.288, 0.042, 256, 1280), "lens": n03.logit_lens(["a", "b"], [0.0, 0.2], 0.5)}
+    finally:
+        i18n._chosen = before
+    assert "1,000 ms" in seen["knee"] and "1000.0" not in seen["knee"] and "1,280" in seen["prefix"]
+    if lang == "en":
+        assert seen["job"].startswith("Cost(decode: ") and "eager + recording" in seen["kernels"]
+        assert "| English |" in seen["table"] and "generate() padded:" in seen["peer"]
+        assert "a: 0%, b: 20%" in seen["lens"]
+    else:
+        assert seen["job"].startswith("Cost(Decode：") and "eager + 记录注意力" in seen["kernels"]
+        assert "| 英语 |" in seen["table"] and "English" not in seen["table"]
+        assert "generate()（填充）" in seen["peer"] and "padded" not in seen["peer"] and "a：0%，b：20%" in seen["lens"]
+
+
+def test_a_latin_field_between_chinese_characters_gets_the_editions_space():
+    """The catalogs space Latin words and digits off from 汉字 ("在 GPT-2 上"); a field that may be either
+    ("在{name}上") gets that space only where its value starts or ends with a Latin letter or digit."""
+    key = "{x:.2f}x DynamicCache's on {name}"
+    before = i18n._chosen
+    try:
+        il.set_language("zh")
+        assert i18n.catalog("zh")[key].startswith("在{name}上")
+        latin, chinese = (il.tr(key, x=1.05, name=il.tr(n)) for n in ("GPT-2's shape", "the bundled model"))
+        assert latin.startswith("在 GPT-2 的形状上") and chinese.startswith("在内置模型上")
+        assert il.tr("{n} more merge(s) to go", n=3) == i18n.catalog("zh")["{n} more merge(s) to go"].format(n=3)
+        il.set_language("en")
+        assert il.tr(key, x=1.05, name="GPT-2's shape") == "1.05x DynamicCache's on GPT-2's shape"
+    finally:
+        i18n._chosen = before

@@ -87,6 +87,6 @@ def test_which_model_and_why_is_chinese(chinese, capsys):
     said = capsys.readouterr().out
     assert said.startswith("inferlab：已加载 tiny-gpt2-bilingual（bundled；指定使用内置模型。要使用真正的 GPT-2")
     assert CJK.search(m.info.reason) and "INFERLAB_MODEL" in m.info.reason
-    assert repr(m.info).startswith("ModelInfo('tiny-gpt2-bilingual'，来源 随附模型：8 层 x 5 个注意力头")
+    assert repr(m.info).startswith("ModelInfo('tiny-gpt2-bilingual'，来源 内置模型：8 层 x 5 个注意力头")
     sweep = measure.prefill_sweep(m, [2], repeats=1, warmup=0)
     assert sweep.x_name == "提示词长度（token 数）" and sweep.job == "prefill"  # the axis title follows the reader

@@ -36,3 +36,21 @@ def test_00_exercise_2_temperature_moves_the_mass_into_the_tail(model, edition, 
     for shown, share in ((bold[1], seen[1.0][1]), (bold[3], seen[2.0][1])):
         digits = len(shown.rstrip("%").partition(".")[2])  # as precise as the text: 77% or 5.1%
         assert abs(float(shown.rstrip("%")) - share) <= 0.5 * 10 ** -digits + 1e-9, (shown, share)
+
+
+@pytest.mark.parametrize("edition,summary", [("", "Solution"), ("zh", "答案")], ids=["en", "zh"])
+def test_11_exercises_3_and_4_numbers_hold(edition, summary):
+    """Mistral 7B's crossover (about 110,000 tokens with 8 KV heads, 4x sooner with 32) and block=2's three steps."""
+    import dataclasses
+
+    from inferlab import cost, flash
+
+    solution = _solution(ROOT / "notebooks" / edition / "11_long_context.ipynb", summary)
+    assert "about 110,000 tokens with 8 KV heads" in solution and "4x sooner with 32" in solution
+    mistral = cost.published_shape("mistral-7b (GQA)")
+    grouped = mistral.weight_bytes / cost.kv_bytes_per_token(mistral)
+    full = mistral.weight_bytes / cost.kv_bytes_per_token(dataclasses.replace(mistral, n_kv_head=32))
+    assert abs(grouped / 110_000 - 1) < 0.01 and grouped / full == pytest.approx(4)
+    assert mistral.n_ctx < grouped < 4 * mistral.n_ctx  # one full window does not reach it, four do
+    steps = flash.online_softmax_steps([2.0, 1.0, 3.0, 0.5, 2.5], block=2).steps  # the notebook's row
+    assert len(steps) == 3 and [s.rescale < 1 for s in steps] == [True, True, False]  # 0 first, then where max rose

@@ -174,3 +174,33 @@ def test_counts_and_tables_refuse_bad_sizes():
         online_softmax_steps([1.0, -math.inf])
     with pytest.raises(ValueError, match="block=0"):
         online_softmax_steps([1.0], block=0)
+
+
+# --------------------------------------------------------------------- one new token against a grouped cache
+@pytest.mark.parametrize("kv_heads", [12, 4, 1])
+def test_decode_attention_equals_sdpa_on_repeated_kv(kv_heads):
+    g = torch.Generator().manual_seed(1)
+    q = torch.randn(3, 12, 1, 16, generator=g)
+    k, v = (torch.randn(3, kv_heads, 40, 16, generator=g) for _ in "kv")
+    group = 12 // kv_heads
+    ref = F.scaled_dot_product_attention(q, k.repeat_interleave(group, 1), v.repeat_interleave(group, 1))
+    out = flash.decode_attention(q, k, v)
+    assert out.shape == q.shape and (out - ref).abs().max() < 1e-5
+
+
+def test_decode_attention_refuses_before_any_work():
+    q, k = torch.zeros(1, 12, 1, 16), torch.zeros(1, 4, 40, 16)
+    with pytest.raises(ValueError, match=r"one new token per sequence"):
+        flash.decode_attention(torch.zeros(1, 12, 2, 16), k, k)
+    with pytest.raises(ValueError, match=r"k, v=.*\[1, kv_heads, context, 16\]"):
+        flash.decode_attention(q, k, torch.zeros(1, 4, 41, 16))
+    with pytest.raises(ValueError, match=r"kv_heads=5 is not allowed: expected a divisor of the 12 query heads"):
+        flash.decode_attention(q, torch.zeros(1, 5, 40, 16), torch.zeros(1, 5, 40, 16))
+
+
+def test_refusals_speak_chinese(zh):
+    q = torch.zeros(1, 12, 8, 16)
+    with pytest.raises(ValueError, match="这里只实现了因果掩码"):
+        tiled_attention(q, q, q, is_causal=False)
+    with pytest.raises(ValueError, match="分块至少要有一行 query"):
+        tiled_attention(q, q, q, block_q=0)

@@ -293,6 +293,7 @@ def test_streamed_text_holds_back_a_possible_stop_string(model):
 
 # ----------------------------------------------------------------------------- bad input, refused before any work
 BAD_SETTINGS = [
+    ({"cache_implementation": "static", "use_cache": False}, ValueError, "only with use_cache=True"),
     ({"use_cache": "no"}, TypeError, "use_cache"),
     ({"use_cache": None}, TypeError, "use_cache"),
     ({"stop_at_eos": "False"}, TypeError, "stop_at_eos"),
@@ -482,3 +483,10 @@ def test_threads_loading_the_same_model_at_once(model):
     assert not errors, errors
     ids = [model.encode(PROMPT_A)]
     assert len(loaded) == 3 and all(torch.equal(il.forward_full(m, ids), il.forward_full(model, ids)) for m in loaded)
+
+
+@pytest.mark.parametrize("verbose", ["no", 0, None, "False"])
+def test_load_refuses_a_verbose_that_is_not_a_bool(verbose, capsys):
+    with pytest.raises(TypeError, match="verbose must be True or False"):
+        il.load("bundled", verbose=verbose)
+    assert capsys.readouterr().out == ""  # refused before it loaded (and printed) anything

@@ -17,7 +17,9 @@ LIB = Path(i18n.__file__).resolve().parent
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 CJK = re.compile(r"[\u3400-\u9fff\u3000-\u303f\uff00-\uffef]")
 # Messages whose Chinese text is rightly the English one (no word to translate). Keep this short.
-SAME_IN_BOTH: set[str] = set()
+# "prefill" and "decode": the edition's terms are the English words (data/zh_terms.json), glossed once in each
+# notebook's prose, not in every legend, hover and progress bar (the review's "gloss once").
+SAME_IN_BOTH: set[str] = {"prefill", "decode"}
 
 
 def _sources() -> list[tuple[str, str]]:

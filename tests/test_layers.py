@@ -28,7 +28,8 @@ LAYERS: list[tuple[str, ...]] = [
     ("engine",),                                            # prefill, decode_step, generate, stream
     ("embeddings", "vocab_space", "attention", "flash", "heads", "logit_lens", "fast", "quantize", "diversity",
      "serve"),                                              # lessons
-    ("measure", "about"),                                   # timing sweeps, roofline, latency; the machine
+    ("measure", "about", "speculative"),                    # timing sweeps, roofline, latency; the machine;
+                                                            # speculative decoding (its verify cost is a sweep)
     ("narrate",),                                           # each finding as Markdown, with its other-outcome branch
     ("viz",),                                               # figures from plain data
     ("widgets",),                                           # interactive views

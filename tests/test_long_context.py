@@ -100,3 +100,85 @@ def test_tiled_attention_never_holds_the_score_matrix():
     assert "eager" in repr(mem) and "block 64" in repr(mem)
     with pytest.raises(ValueError, match="block=0"):
         lc.attention_memory(512, block=0)
+
+
+def test_attention_runs_time_count_and_measure_each_length():
+    runs = lc.attention_runs([64, 256], heads=2, head_dim=16, block=32, repeats=1)
+    assert [r.T for r in runs] == [64, 256]
+    for r in runs:
+        assert set(r.seconds) == {"eager", "sdpa", "tiled"} and min(r.seconds.values()) > 0
+        assert r.eager_traffic.bytes > r.tiled_traffic.bytes and r.tiled_traffic.block_q == 32
+        assert r.memory.block == 32 and r.memory.heads == 2
+    assert "T=256" in repr(runs[1]) and "counted" in repr(runs[1])
+    with pytest.raises(ValueError, match="lengths"):
+        lc.attention_runs([], repeats=1)
+
+
+def test_kv_heads_reads_count_the_bytes_of_every_layer():
+    shape = cost.Shape("toy", 3, 4, 64, 100, 128)  # 3 layers, 4 heads of 16
+    reads = lc.kv_heads_reads(shape, 20, 2, (4, 2, 1), repeats=1)
+    assert [r.heads.kv_heads for r in reads] == [4, 2, 1] and [r.heads.kind for r in reads] == ["MHA", "GQA", "MQA"]
+    for r in reads:
+        assert r.cache_bytes == 2 * 20 * r.heads.bytes_per_token  # batch x context x bytes per token, every layer
+        assert r.max_diff < 1e-5 and r.seconds > 0
+        assert r.crossover == pytest.approx(shape.weight_bytes / (2 * r.heads.bytes_per_token))
+    assert "MQA" in repr(reads[2]) and "GB/s" in repr(reads[2])
+    with pytest.raises(ValueError, match="divisor of the 4 query heads"):
+        lc.kv_heads_reads(shape, 20, 2, (3,), repeats=1)
+    with pytest.raises(ValueError, match="context=0"):
+        lc.kv_heads_reads(shape, 0, 2, repeats=1)
+
+
+def test_a_random_fill_times_the_fast_path_without_a_prefill(model):
+    from inferlab.measure import sweeps
+
+    with ForwardCounter(model) as count:
+        step = sweeps.decode_call(model, 20, 2, 3, path="fast", fill="random", weights="tied")
+        step()
+    assert count.n == 0  # neither a prefill nor a step goes through the Hugging Face module
+    dec = next(c.cell_contents for c in step.__closure__ if hasattr(c.cell_contents, "k"))
+    assert dec.tokens == 21 and bool(dec.k[0][:, :, :20].abs().sum(-1).gt(0).all())  # every slot written
+    with pytest.raises(ValueError, match="fill='random' is not allowed"):
+        sweeps.decode_call(model, 20, 2, 3, path="engine", fill="random")
+    with pytest.raises(ValueError, match="fill='cold' is not allowed"):
+        sweeps.decode_call(model, 20, 2, 3, path="fast", fill="cold")
+
+
+def test_decode_grid_on_a_random_cache_and_profiles_either_side(model):
+    grid = lc.decode_grid(model, [4, 16, 40], [1, 2], repeats=1, warmup=0, machine=MACHINE, path="fast",
+                          fill="random", weights="tied")
+    assert [s.batch for s in grid.sweeps] == [1, 2] and len(grid.points) == 6
+    sides = lc.profile_sides(model, 2, [4, 40], repeats=1, warmup=0, weights="tied")
+    assert list(sides) == [4, 40] and all(p.groups["attention"] > 0 for p in sides.values())
+    assert "batch 2, context 40" in sides[40].label
+    with pytest.raises(ValueError, match="contexts"):
+        lc.profile_sides(model, 2, [model.info.n_ctx], repeats=1)
+
+
+def test_figures_and_the_traffic_explorer():
+    from inferlab import flash
+    from inferlab.viz import long_context as vlc
+    from inferlab.widgets import long_context as wlc
+
+    runs = [lc.AttentionRun(lc.AttentionMemory(T, 2, 16, 32, "cpu", 4 * T * T, 100 * T, 50 * T),
+                            {"eager": 1e-3, "sdpa": 5e-4, "tiled": 2e-3}, flash.eager_traffic(T, 16, heads=2),
+                            flash.tiled_traffic(T, 16, heads=2, block_q=32, block_k=32)) for T in (64, 256)]
+    fig = vlc.attention_costs(runs)
+    assert len(fig.data) == 8  # counted: eager and tiled; peaks and times: eager, SDPA and tiled
+    assert list(fig.data[0].y) == [r.eager_traffic.bytes / 2**20 for r in runs]
+    steps = vlc.softmax_steps(flash.online_softmax_steps([2.0, 1.0, 3.0]))
+    assert [round(y, 4) for y in steps.data[1].y] == [2.0, 2.0, 3.0]  # the running max after each score
+    sweep = lc.Sweep("decode", "context", (64, 1000), ((0.03,), (0.06,)), (8, 8), batch=8)
+    grid = lc.DecodeGrid((sweep,), GPT2, 25e9)
+    fig = vlc.decode_grid(grid)
+    assert any(getattr(s, "x0", None) == pytest.approx(lc.predicted_crossover(GPT2, 8)) for s in fig.layout.shapes)
+    read = lc.KvRead(flash.kv_heads_table(GPT2, (12,))[0], 8, 512, 10, 1e-3, 0.0, 838.0)
+    assert vlc.kv_heads_bars([read]).data[0].y == (10 / 2**20,)
+    with pytest.raises(ValueError, match="DecodeGrid"):
+        vlc.decode_grid([])
+    text = wlc.traffic_text(4096, 64)
+    assert "3.0 GiB" in text and "804.0 MiB" in text and "3.9x less" in text  # eager vs tiled at GPT-2's heads
+    view = wlc.traffic_explorer()
+    block = view.children[0].children[1]
+    block.value = 256
+    assert "228.0 MiB" in view.children[1].value  # bigger tiles re-read K and V fewer times

@@ -132,7 +132,7 @@ def test_the_map_in_00_lists_every_notebook_with_its_minutes(edition, measured):
 # Every notebook's header states its time: "**Time:** about N minutes" (00: "here (about N minutes)"),
 # "**用时**：约 N 分钟".
 HEADER = r"\*\*Time:\*\* about (\d+) minutes|here \(about (\d+) minutes\)|\*\*用时\*\*：约 (\d+) 分钟"
-NUMBERS = [f"{n:02d}" for n in range(10)]
+NUMBERS = [f"{n:02d}" for n in range(12)]
 
 
 @pytest.mark.parametrize("edition", ["en", "zh"])

@@ -206,7 +206,7 @@ def test_the_readmes_command_serves_a_folder_where_every_link_opens(readme):
 # ------------------------------------------------------------------ glossary terms linked where they are introduced
 READING_ORDER = ["00_start_here", "01_tokens", "02_embeddings", "03_attention", "04_prefill_and_decode",
                  "05_kv_cache", "06_sampling", "07_ttft_and_tpot", "08_making_it_faster",
-                 "09_serving"]
+                 "09_serving", "10_speculative_decoding", "11_long_context"]
 # Where a term's name is not prose: code, an existing link, an HTML tag, math, a heading, a table row.
 _NOT_PROSE = re.compile(r"```.*?```|`[^`\n]*`|\[[^\]\n]*\]\([^)\n]*\)|<[^>\n]*>|\$[^$\n]+\$|^#[^\n]*$|^\|[^\n]*\|$",
                         re.S | re.M)

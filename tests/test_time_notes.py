@@ -15,7 +15,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ["00_start_here", "01_tokens", "02_embeddings", "03_attention", "04_prefill_and_decode", "05_kv_cache",
-             "06_sampling", "07_ttft_and_tpot", "08_making_it_faster", "09_serving"]
+             "06_sampling", "07_ttft_and_tpot", "08_making_it_faster", "09_serving",
+             "10_speculative_decoding", "11_long_context"]
 SLOW_S = 11  # a cell over this in the stored run needs its own note, except the set-up cell (kernel start,
 # imports and loading the model: it heads every notebook, and the header's note covers it)
 NOTE = re.compile(r"⏱[^⏱]*?(\d+)\s*(?:s\b|秒)")

@@ -344,6 +344,8 @@ def test_a_grown_model_computes_what_its_start_did_and_its_new_blocks_can_learn_
     (["--init", str(ROOT / "data/models/tiny-gpt2-bilingual"), "--grow-layers", "1"], "more layers than --init's"),
     (["--new-lr", "3"], "--new-lr 3.0: a multiple of the learning rate above 0 and at most 100, and only with"),
     (["--warmup", "0"], "--warmup 0: between 1 and 2000"),
+    (["--passage-share", "0.6", "--copy-share", "0.5"], "--passage-share 0.6: the share of rows that are passage"),
+    (["--guide", "1", "--guide-copy", "9", "0"], "--guide-copy 9 0: this model has layers 0..3"),
 ])
 def test_bad_training_options_are_refused_before_any_work_with_the_range(train, monkeypatch, capsys, argv, named):
     monkeypatch.setattr("sys.argv", ["train_tiny_gpt2.py", *argv])
@@ -476,3 +478,23 @@ def test_the_bundled_models_card_is_what_its_stored_measurements_write(train):
     assert ("It ran in parts" in card) == bool(stats.get("history"))  # a resumed run lists its parts
     for run in stats["lineage"]:  # every earlier run can be got back from its commit
         assert run["commit"] is None or f"git show {run['commit']}:" in card
+
+
+def test_a_passage_row_repeats_real_text_and_learns_only_its_second_copy(train):
+    g = torch.Generator().manual_seed(0)
+    text = [torch.arange(1000, 6000)]  # "text" whose ids never repeat by chance
+    for _ in range(50):
+        row, targets = train.passage_row(text, 128, g)
+        kept = (targets != -100).nonzero().flatten()
+        assert len(kept) >= 15 and kept.diff().eq(1).all()  # one stretch: the second copy after its first id
+        first, n = int(kept[0]), len(kept) + 1  # the second copy starts at the first kept target
+        second = row[first:first + n]
+        assert any(torch.equal(row[i:i + n], second) for i in range(first - n + 1))  # it appeared before
+        assert torch.equal(targets[kept], row[kept + 1])
+
+
+def test_the_copy_guide_marks_the_key_after_an_earlier_run_of_the_same_ids(train):
+    ids = torch.tensor([[5, 6, 7, 8, 5, 6, 7, 9, 5, 6]])
+    keys = train.HeadGuide.copy_keys(ids, 2)[0]
+    assert keys.nonzero().tolist() == [[5, 2], [6, 3], [9, 2], [9, 6]]  # "5 6" -> 7 (twice), "6 7" -> 8
+    assert train.HeadGuide.copy_keys(ids, 3)[0].nonzero().tolist() == [[6, 3]]  # only "5 6 7" occurred before

@@ -74,7 +74,7 @@ def test_kv_growth_summary_and_messages():
     info, errors = box.children[1], box.children[2]
     assert step.description == "Decode 步" and head.description == "注意力头"
     # 2 (K and V) x 1 x 2 heads x 6 tokens x 4 x 4 bytes (float32) = 384 bytes per layer, 1,152 in 3 layers
-    assert "第 2 步 Decode（解码）之后：" in info.value and "每层 384 字节，3 层共 1,152 字节" in info.value
+    assert "第 2 步 Decode 之后：" in info.value and "每层 384 字节，3 层共 1,152 字节" in info.value
     head.value = 7
     assert "head=7 不存在：这个模型的注意力头编号是 0..1。" in errors.value
 

@@ -234,6 +234,11 @@ def cache_length(cache) -> int:
     return int(cache.get_seq_length())
 
 
+def cache_crop(cache, tokens: int) -> None:
+    """Keep the first ``tokens`` positions of a ``DynamicCache`` (transformers 5: ``crop(-n)`` removes the last n)."""
+    cache.crop(tokens - cache_length(cache))
+
+
 @contextlib.contextmanager
 def attention_implementation(model: GPT2LMHeadModel, name: str) -> Iterator[None]:
     """Temporarily switch the attention kernel ("eager" returns probabilities; "sdpa" does not)."""
@@ -274,6 +279,53 @@ def hf_generate(model: GPT2LMHeadModel, ids: torch.Tensor, *, max_new_tokens: in
     with torch.inference_mode(), model_lock(model):
         out = model.generate(ids, **kwargs)
     return out[:, ids.shape[1]:]
+
+
+def hf_generate_assisted(model: GPT2LMHeadModel, ids: torch.Tensor, *, max_new_tokens: int, k: int,
+                         ngram: int | None = None, assistant=None, eos_token_id: int | None = None) -> torch.Tensor:
+    """Hugging Face's own speculative decoding, greedy: ``prompt_lookup_num_tokens=k`` (with ``ngram`` as its
+    ``max_matching_ngram_size``) or ``assistant_model=assistant`` proposing ``k`` tokens a round. Returns new ids.
+
+    transformers reads a draft model's settings from the draft's own ``generation_config`` (its default schedule
+    changes k as it goes, and a confidence threshold stops a round early): both are set here to a constant ``k``,
+    so the comparison runs the same rounds as ``inferlab.speculative``, and put back afterwards.
+    """
+    model = module(model)
+    kwargs = {"do_sample": False, "max_new_tokens": max_new_tokens, "temperature": None, "top_k": None,
+              "top_p": None, "pad_token_id": eos_token_id if eos_token_id is not None else 0,
+              "eos_token_id": eos_token_id, "attention_mask": torch.ones_like(ids)}
+    with torch.inference_mode(), model_lock(model):
+        if assistant is None:
+            out = model.generate(ids, prompt_lookup_num_tokens=k, max_matching_ngram_size=ngram, **kwargs)
+            return out[:, ids.shape[1]:]
+        draft = module(assistant)
+        config = draft.generation_config
+        before = (config.num_assistant_tokens, config.num_assistant_tokens_schedule,
+                  config.assistant_confidence_threshold)
+        config.num_assistant_tokens, config.num_assistant_tokens_schedule = k, "constant"
+        config.assistant_confidence_threshold = 0.0
+        try:
+            out = model.generate(ids, assistant_model=draft, **kwargs)
+        finally:
+            (config.num_assistant_tokens, config.num_assistant_tokens_schedule,
+             config.assistant_confidence_threshold) = before
+    return out[:, ids.shape[1]:]
+
+
+def first_blocks(model: GPT2LMHeadModel, n_layer: int) -> GPT2LMHeadModel:
+    """A GPT-2 made of ``model``'s embeddings, its first ``n_layer`` blocks, its final norm and its head: the
+    same tensors, not copies (self-speculation's draft: the target's early layers, exited early)."""
+    src = module(model)
+    config = copy.deepcopy(src.config)
+    config.n_layer = n_layer
+    with torch.device("meta"):  # no weights of its own: every module below is the target's
+        new = GPT2LMHeadModel(config)
+    new.transformer.wte, new.transformer.wpe = src.transformer.wte, src.transformer.wpe
+    new.transformer.h = torch.nn.ModuleList(src.transformer.h[:n_layer])
+    new.transformer.ln_f, new.lm_head = src.transformer.ln_f, src.lm_head
+    new.transformer.drop = src.transformer.drop
+    new.generation_config = copy.deepcopy(src.generation_config)
+    return new.eval()
 
 
 def hf_generate_padded(model: GPT2LMHeadModel, inputs: list[list[int]], *, max_new_tokens: int) -> list[list[int]]:

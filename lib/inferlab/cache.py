@@ -89,6 +89,17 @@ class KVCache:
         """Bytes of all keys and values (allocated size for a static cache)."""
         return sum(k.numel() * k.element_size() + v.numel() * v.element_size() for k, v in self.layers)
 
+    def crop(self, tokens: int) -> None:
+        """Keep the first ``tokens`` positions of every layer and forget the rest (speculative decoding's rollback:
+        the guesses the target rejected). A step after ``crop(n)`` equals a step after a fresh prefill of ``n``."""
+        if self.static:
+            raise bad_value("cache", "a static cache", "a dynamic cache (crop frees positions)",
+                            "prefill without static_tokens to get a cache that can be cropped")
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= self.tokens:
+            raise bad_value("tokens", tokens, tr("an integer from 0 to the {n} positions held", n=self.tokens),
+                            tr("crop to a length the cache holds"))
+        _hf.cache_crop(self._hf_cache, tokens)
+
     def snapshot(self) -> CacheSnapshot:
         """Shapes and bytes now (for a static cache, the shapes cover the filled positions only)."""
         layers = self.layers

@@ -115,8 +115,13 @@ class Cost:
             return None
         return "compute" if self.floor_compute_s >= self.floor_memory_s else "memory"
 
+    @property
+    def job_text(self) -> str:
+        """``job`` ("prefill" or "decode", the identifier) in the reader's language."""
+        return {"prefill": tr("prefill"), "decode": tr("decode")}.get(self.job, self.job)
+
     def __repr__(self) -> str:
-        work = {"job": self.job, "gflop": self.flops / 1e9, "mb": self.bytes / 1e6, "intensity": self.intensity}
+        work = {"job": self.job_text, "gflop": self.flops / 1e9, "mb": self.bytes / 1e6, "intensity": self.intensity}
         if self.floor_s is None:
             return tr("Cost({job}: {gflop:.3f} GFLOP, {mb:.1f} MB, {intensity:.2f} FLOP/B)", **work)
         return tr("Cost({job}: {gflop:.3f} GFLOP, {mb:.1f} MB, {intensity:.2f} FLOP/B, floors: compute {compute:.3f} "

@@ -2,6 +2,7 @@
 
     steps = online_softmax_steps([2.0, 1.0, 3.0])   # one row: running max, running sum, rescale at each step
     out = tiled_attention(q, k, v, block_q=64, block_k=64)   # == SDPA(is_causal=True), no T x T matrix
+    decode_attention(q_new, k_cache, v_cache)                 # one new token against a grouped KV cache
     tiled_traffic(1024, 64), eager_traffic(1024, 64)          # slow-memory bytes each version moves
     kv_heads_table(cost.published_shape("gpt2"))              # KV bytes per token with 12, 4, 1 KV heads
 
@@ -92,11 +93,12 @@ def _check_qkv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> None:
                         "4-D tensors [batch, heads, T, head_dim]", "add the missing batch or head axis (unsqueeze)")
     B, H, T, D = q.shape
     if k.shape != v.shape or k.shape[0] != B or k.shape[2:] != (T, D):
-        raise bad_value("k, v", (tuple(k.shape), tuple(v.shape)), f"both [{B}, kv_heads, {T}, {D}] to match q "
-                        f"{list(q.shape)}", "give keys and values the batch, length and head_dim of the queries")
+        raise bad_value("k, v", (tuple(k.shape), tuple(v.shape)),
+                        tr("both [{B}, kv_heads, {T}, {D}] to match q {q}", B=B, T=T, D=D, q=list(q.shape)),
+                        tr("give keys and values the batch, length and head_dim of the queries"))
     if k.shape[1] < 1 or H % k.shape[1]:
-        raise bad_value("kv_heads", k.shape[1], f"a divisor of the {H} query heads",
-                        "use as many KV heads as query heads, or a divisor of it (grouped-query attention)")
+        raise bad_value("kv_heads", k.shape[1], tr("a divisor of the {H} query heads", H=H),
+                        tr("use as many KV heads as query heads, or a divisor of it (grouped-query attention)"))
 
 
 def eager_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -130,10 +132,10 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
     >>> out = tiled_attention(q, k, v, block_q=32, block_k=32)     # 32 does not divide 100: the last tile is short
     """
     if is_causal is not True:
-        raise bad_value("is_causal", is_causal, "True (only the causal mask is built here)",
-                        "use F.scaled_dot_product_attention for a non-causal or custom mask")
-    check_number("block_q", block_q, low=1, integer=True, fix="pick a tile of at least one query row, e.g. 64")
-    check_number("block_k", block_k, low=1, integer=True, fix="pick a tile of at least one key, e.g. 64")
+        raise bad_value("is_causal", is_causal, tr("True (only the causal mask is built here)"),
+                        tr("use F.scaled_dot_product_attention for a non-causal or custom mask"))
+    check_number("block_q", block_q, low=1, integer=True, fix=tr("pick a tile of at least one query row, e.g. 64"))
+    check_number("block_k", block_k, low=1, integer=True, fix=tr("pick a tile of at least one key, e.g. 64"))
     _check_qkv(q, k, v)
     B, H, T, D = q.shape
     if attn_mask is not None and not _is_causal_mask(attn_mask, T):
@@ -164,6 +166,29 @@ def tiled_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, block_
             m = m_new
         out[..., qs:qe, :] = acc / ell
     return out.reshape(B, H, T, D)
+
+
+def decode_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """One new token per sequence against a cache of (grouped) keys and values: the read of a decode step.
+
+    q ``[batch, heads, 1, head_dim]``; k, v ``[batch, kv_heads, context, head_dim]`` (``heads`` a multiple of
+    ``kv_heads``). Each group of ``heads // kv_heads`` query heads reads its KV head once, broadcast and never
+    copied, so fewer KV heads read fewer bytes. No mask: the new token sees every cached position. Returns
+    ``[batch, heads, 1, head_dim]``, equal to SDPA over K/V repeated for each query head.
+    """
+    if q.dim() != 4 or q.shape[2] != 1:
+        raise bad_value("q", tuple(q.shape), "[batch, heads, 1, head_dim]: one new token per sequence",
+                        "pass the new token's queries only (q[:, :, -1:])")
+    if k.dim() != 4 or k.shape != v.shape or k.shape[0] != q.shape[0] or k.shape[3] != q.shape[3]:
+        raise bad_value("k, v", (tuple(k.shape), tuple(v.shape)), f"both [{q.shape[0]}, kv_heads, context, "
+                        f"{q.shape[3]}]", "give keys and values the batch and head_dim of the queries")
+    B, H, _, D = q.shape
+    if H % k.shape[1]:
+        raise bad_value("kv_heads", k.shape[1], tr("a divisor of the {H} query heads", H=H),
+                        tr("use as many KV heads as query heads, or a divisor of it (grouped-query attention)"))
+    qg = q.reshape(B, k.shape[1], H // k.shape[1], D) / math.sqrt(D)  # [batch, kv_heads, group, head_dim]
+    p = (qg @ k.transpose(-1, -2)).softmax(dim=-1)  # [batch, kv_heads, group, context]
+    return (p @ v).reshape(B, H, 1, D)
 
 
 # --------------------------------------------------------------------- bytes through slow memory

@@ -86,7 +86,7 @@ NOISE_X = 1.4  # median / fastest repeat; quiet runs: at most 1.27x (see the mod
 REFERENCE_SHAPE = (12, 12, 768, 50257)  # GPT-2 small: layers, heads, width, vocabulary
 # The library functions that leave records: a stored notebook that calls one must hold evidence.
 EMITTERS = ("machine_profile", "decode_sweep", "batch_sweep", "profile_step", "profile_paths", "first_token_parts",
-            "compare_cache", "decode_paths", "tpot_sweep", "serve_step_sweep")
+            "compare_cache", "decode_paths", "tpot_sweep", "serve_step_sweep", "decode_grid", "profile_sides")
 
 
 # ----------------------------------------------------------------------------- records

@@ -103,6 +103,10 @@ class GenerationConfig:
         if self.cache_implementation not in CACHE_IMPLEMENTATIONS:
             raise bad_value("cache_implementation", self.cache_implementation, f"one of {list(CACHE_IMPLEMENTATIONS)}",
                             "use 'dynamic' (grows each step) or 'static' (allocated once, after the prompt)")
+        if self.cache_implementation == "static" and not self.use_cache:  # two settings that contradict each other
+            raise bad_value("cache_implementation", "'static' with use_cache=False",
+                            "'static' only with use_cache=True (a cache that is not used cannot be pre-allocated)",
+                            "drop cache_implementation='static', or leave use_cache=True")
 
     temperature = property(lambda self: self.sampling.temperature, doc="The sampling temperature (0: greedy).")
     top_k = property(lambda self: self.sampling.top_k, doc="Top-k (0: off).")

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import string
 import warnings
 from functools import cache
 from pathlib import Path
@@ -116,7 +118,40 @@ def tr(text: str, /, **fields: Any) -> str:
     lang = language()
     if lang != DEFAULT:
         text = catalog(lang).get(text, text)
+        if fields and lang == "zh":
+            return _spaced_format(text, fields)
     return text.format(**fields) if fields else text
+
+
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+_LATIN = re.compile(r"[A-Za-z0-9]")
+
+
+def _spaced_format(text: str, fields: dict[str, Any]) -> str:
+    """``text.format(**fields)``, with the Chinese edition's spacing where a field meets a 汉字.
+
+    The catalogs put a space between Chinese and Latin letters or digits ("在 GPT-2 上"). A field may be either
+    (``在{name}上`` with ``name`` "内置模型" or "GPT-2 的形状"), so the space goes in here, on the side where a value
+    that starts or ends with a Latin letter or digit touches a 汉字: "在内置模型上", "在 GPT-2 的形状上".
+    """
+    f = string.Formatter()
+    out: list[str] = []
+    after_field = False  # the last piece in out is a field's value
+    for literal, name, spec, conversion in f.parse(text):
+        if literal:
+            if after_field and _LATIN.match(out[-1][-1:]) and _HAN.match(literal[0]):
+                out.append(" ")
+            out.append(literal)
+            after_field = False
+        if name is None:
+            continue
+        value, _ = f.get_field(name, (), fields)
+        value = f.format_field(f.convert_field(value, conversion), f.vformat(spec, (), fields) if spec else "")
+        if value and out and _HAN.match(out[-1][-1:]) and _LATIN.match(value[0]):
+            out.append(" ")
+        out.append(value)
+        after_field = True
+    return "".join(out)
 
 
 def by_language(**choices: T) -> T:

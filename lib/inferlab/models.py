@@ -54,7 +54,7 @@ class ModelInfo:
     @property
     def source_text(self) -> str:
         """Where the weights came from, in the reader's language (``source`` itself stays the identifier)."""
-        return by_language(en=self.source, zh={"bundled": "随附模型", "hub-cache": "本地 Hugging Face 缓存",
+        return by_language(en=self.source, zh={"bundled": "内置模型", "hub-cache": "本地 Hugging Face 缓存",
                                                "hub-download": "从 Hugging Face 下载", "folder": "本地文件夹",
                                                "random-weights": "随机权重"}.get(self.source, self.source))
 
@@ -166,6 +166,9 @@ def load(model: str | os.PathLike = "auto", device: str | torch.device = "auto",
     """
     if isinstance(model, os.PathLike):
         model = os.fspath(model)
+    if not isinstance(verbose, bool):  # verbose="no" is a non-empty string: it would print
+        raise TypeError(f"verbose must be True or False, got {type(verbose).__name__} {verbose!r}. "
+                        "Fix: pass verbose=False to load quietly.")
     if not isinstance(model, str) or not model.strip():
         raise bad_value("model", model, "'auto', 'bundled', a hub name like 'gpt2', a folder, or 'random:gpt2'",
                         "pass one of those strings")

@@ -6,7 +6,9 @@ block of Hugging Face's ``GPT2Block`` again, on plain tensors (``_hf.block_tenso
 are ``fast.layouts``; which one ``weights="auto"`` takes is measured by ``fast.choice``. Above the
 arithmetic, ``prefill`` and ``step`` are the two jobs, and ``generate`` is ``inferlab.generate``'s loop on them.
 
-Greedy and seeded output is token-for-token that of ``inferlab.generate`` (``tests/test_fast.py``).
+Greedy and seeded output is token-for-token that of ``inferlab.generate`` (``tests/test_fast.py``). ``extend``
+and ``crop`` are speculative decoding's verify and roll-back on the same cache. One piece (just over 300 lines) on
+purpose: the arithmetic, the cache it writes and the jobs that call it share every field.
 """
 
 from __future__ import annotations
@@ -28,6 +30,8 @@ from ..tokens import piece_text
 from ..trace import Trace
 from .choice import Choice, choose
 from .layouts import PACKED_ROWS, WEIGHTS, PromptScratch, block_weights, linear_onednn, linear_packed, onednn_packing
+
+VERIFY_ROWS = 8  # the rows a verify's packed head is packed for (any count runs; 2-9 rows ran in about one's time)
 
 
 class FastDecoder:
@@ -94,6 +98,7 @@ class FastDecoder:
         shape = (batch, info.n_head, self.max_tokens, info.head_dim)
         self.k = [torch.zeros(shape, dtype=self.wte.dtype, device=device) for _ in range(info.n_layer)]
         self.v = [torch.zeros_like(t) for t in self.k]
+        self._head_many = None  # the head packed for a verify's rows (``_head_rows``), made on first use
         self.tokens = 0
         self.compiled = compile
         self.cuda_graph = (device.type == "cuda") if cuda_graph is None else cuda_graph
@@ -104,7 +109,7 @@ class FastDecoder:
     def extra_bytes(self) -> int:
         """Memory this decoder adds to the model's: the KV cache and any weight copies."""
         projs = [p for b in self.blocks for p in (b.qkv, b.proj, b.fc, b.out)]
-        copies = [self.head_t, self.head_packed] + [p.packed for p in projs] + [p.rows for p in projs]
+        copies = [self.head_t, self.head_packed, self._head_many] + [p.packed for p in projs] + [p.rows for p in projs]
         return sum(t.numel() * t.element_size() for t in [*self.k, *self.v, *copies] if t is not None)
 
     def __repr__(self) -> str:
@@ -131,11 +136,11 @@ class FastDecoder:
             self.k[i].index_copy_(2, pos, k)
             self.v[i].index_copy_(2, pos, v)
             a = self._attend_fixed(q, self.k[i], self.v[i], mask)
-        else:  # eager: write the slots, attend over the n filled ones (causal inside a prompt)
+        else:  # eager: write the slots, attend over the n filled ones (causal inside a prompt; ``mask`` after a cache)
             self.k[i][:, :, pos] = k
             self.v[i][:, :, pos] = v
-            a = F.scaled_dot_product_attention(q, self.k[i][:, :, :n], self.v[i][:, :, :n], is_causal=T > 1,
-                                               scale=self.scale)
+            a = F.scaled_dot_product_attention(q, self.k[i][:, :, :n], self.v[i][:, :, :n], attn_mask=mask,
+                                               is_causal=T > 1 and mask is None, scale=self.scale)
         a = a.transpose(1, 2).reshape(B, T, d)
         x += w.proj(a.view(-1, d), gemv=gemv, prompt=prompt).view(B, T, d)
         h = F.layer_norm(x, (d,), w.ln2_w, w.ln2_b, self.eps)
@@ -175,6 +180,42 @@ class FastDecoder:
         for i in range(len(self.blocks)):
             x = self._block(i, x, slice(start, n), n, None, prompt)
         return self._logits(x)
+
+    @torch.inference_mode()
+    def extend(self, ids) -> torch.Tensor:
+        """Several new tokens ``[batch, tokens]`` against the cache in one forward; logits at every one of them
+        ``[batch, tokens, vocab]`` (speculative decoding's verify). The products take the decode layouts, whose
+        kernels run a few rows in about the time of one (``inferlab.speculative.verify_cost`` measures it)."""
+        ids = as_ids(self.model, ids)
+        start, T = self.tokens, ids.shape[1]
+        if ids.shape[0] != self.batch or start + T > self.max_tokens:
+            raise bad_value("ids", tuple(ids.shape), f"[{self.batch}, tokens] with {start} + tokens <= "
+                            f"max_tokens={self.max_tokens}", "build the FastDecoder with a larger max_tokens")
+        n = start + T
+        x = F.embedding(ids, self.wte) + F.embedding(torch.arange(start, n, device=ids.device), self.wpe)
+        # query i (position start + i) sees every cached key and the new keys up to its own
+        mask = torch.arange(n, device=ids.device).view(1, -1) <= torch.arange(start, n, device=ids.device).view(-1, 1)
+        for i in range(len(self.blocks)):
+            x = self._block(i, x, slice(start, n), n, mask.view(1, 1, T, n))
+        self.tokens = n
+        h = F.layer_norm(x, (self.d,), self.lnf_w, self.lnf_b, self.eps).view(-1, self.d)
+        return (self.logits_head(h) if len(h) == 1 else self._head_rows(h)).view(self.batch, T, -1)
+
+    def _head_rows(self, h: torch.Tensor) -> torch.Tensor:
+        """The LM head for several rows. A layout chosen for one row can be the slowest for five: on a 2-core EPYC
+        the bundled model's transposed head took 1.3 ms for one row and 5.9 ms for five, a head packed by oneDNN
+        1.6-1.9 ms for one to five (2.8 for nine). So a verify's rows take a packed copy, made on first use."""
+        if not self._onednn or self.head_packed is not None:
+            return self.logits_head(h)
+        if self._head_many is None:
+            self._head_many = torch.ops.mkldnn._reorder_linear_weight(self.head, VERIFY_ROWS)
+        return linear_onednn(h, self._head_many, None)
+
+    def crop(self, tokens: int) -> None:
+        """Forget every position from ``tokens`` on (rejected guesses): the next token is written at ``tokens``."""
+        check_number("tokens", tokens, low=0, high=self.tokens, integer=True,
+                     fix="crop to a length the cache holds (at most .tokens)")
+        self.tokens = int(tokens)
 
     def _step_fixed(self, token: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         """Fixed-shape decode step (for compile / CUDA graphs): ``token`` ``[batch, 1]``, ``pos`` ``[1]``."""

@@ -14,6 +14,9 @@
                     ``myth_check``, ``count_ops``, ``predict_sizes``,
                     ``compute_bound_from`` (prefill's knee), ``TpotVerdict``
     serving.py      ``serve_step_sweep``: one decode step of ``serve.run``'s forward at several batch sizes
+    long_context.py ``decode_grid`` (decode steps over context x batch against the weights-plus-KV floor),
+                    ``attention_runs`` (eager, SDPA, tiled: memory, time, bytes), ``kv_heads_reads``,
+                    ``profile_sides`` (notebook 11)
     speedups.py     notebook 08's techniques: ``quant_rows``, ``decode_paths``, ``scoreboard_rows``
     profiling.py    ``profile_step`` (where one step's time goes), ``op_group``, ``peak_bytes``
 

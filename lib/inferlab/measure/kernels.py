@@ -56,7 +56,8 @@ class KernelComparison:
         return max(d for diffs in self.max_abs_diff.values() for d in diffs)
 
     def __repr__(self) -> str:
-        parts = ", ".join(f"{k} {s.medians[-1] * 1e3:.2f} ms" for k, s in self.sweeps.items())
+        parts = tr(", ").join(f"{tr('eager + recording') if k == RECORDING else k} {s.medians[-1] * 1e3:.2f} ms"
+                              for k, s in self.sweeps.items())  # sdpa, eager: identifiers
         return tr("KernelComparison(prefill at {lengths} tokens; at {last}: {parts}; max |logit diff| {diff:.1e})",
                   lengths=list(self.lengths), last=self.lengths[-1], parts=parts, diff=self.agree)
 

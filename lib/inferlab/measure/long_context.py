@@ -8,6 +8,11 @@ weights from ``context x batch x KV bytes per token = weight bytes`` on (``predi
     >>> grid = decode_grid(g, [64, 256, 1000], [1, 8, 32], machine=machine_profile(g.device))   # doctest: +SKIP
     >>> grid.crossovers                                                                           # doctest: +SKIP
     >>> attention_memory(4096)        # peak bytes of eager, SDPA and tiled: one layer's 12 heads  # doctest: +SKIP
+    >>> attention_runs([256, 4096])   # the same with each one's time and counted bytes             # doctest: +SKIP
+    >>> kv_heads_reads(shape, 1000, 8)   # one decode step's attention read with 12, 4 and 1 KV heads  # doctest: +SKIP
+
+Over 300 lines on purpose, one piece: every measurement notebook 11 makes of long contexts, each beside the count it
+is judged against.
 """
 
 from __future__ import annotations
@@ -20,13 +25,24 @@ import torch.nn.functional as F
 
 from ..cost import MachineProfile, Shape, decode_cost, kv_bytes_per_token
 from ..errors import check_number
-from ..flash import eager_attention, tiled_attention
+from ..fast import FastDecoder
+from ..flash import (
+    KvHeads,
+    Traffic,
+    decode_attention,
+    eager_attention,
+    eager_traffic,
+    kv_heads_table,
+    tiled_attention,
+    tiled_traffic,
+)
 from ..i18n import tr
 from ..models import Model
+from ..timing import interleave, summarize, time_call
 from ..units import format_bytes
 from .machine import machine_profile
-from .profiling import peak_bytes
-from .sweeps import Sweep, check_sizes, decode_sweep, out_of_memory_note
+from .profiling import StepProfile, peak_bytes, profile_step
+from .sweeps import Sweep, check_sizes, decode_call, decode_sweep, out_of_memory_note
 
 
 # --------------------------------------------------------------------- the crossover, predicted and measured
@@ -157,7 +173,9 @@ def decode_grid(model: Model, contexts: Sequence[int], batches: Sequence[int], *
     """Time one decode step at every context in ``contexts`` for every batch in ``batches`` (``decode_sweep``).
 
     Stops at the first batch that runs out of memory, with a ``note``. ``machine``: the profile whose bandwidth
-    sets the floors (default: ``machine_profile(model.device)``, measured once per machine).
+    sets the floors (default: ``machine_profile(model.device)``, measured once per machine). ``path="fast",
+    fill="random"`` (``options``, for ``decode_sweep``) times the fast path on a cache of random keys and values:
+    no prefill of batch x context tokens before each point.
     """
     check_number("repeats", repeats, low=1, integer=True)
     check_number("warmup", warmup, low=0, integer=True)
@@ -167,6 +185,8 @@ def decode_grid(model: Model, contexts: Sequence[int], batches: Sequence[int], *
     sweeps, note = [], ""
     for b in batches:
         try:
+            if path == "fast" and options.get("weights", "auto") == "auto":
+                FastDecoder(model, 64, batch=b)  # the layout chosen on a small cache (remembered), not on full ones
             sweeps.append(decode_sweep(model, contexts, repeats=repeats, warmup=warmup, batch=b, path=path, **options))
         except RuntimeError as exc:
             note = out_of_memory_note(exc, model, b)
@@ -217,3 +237,126 @@ def attention_memory(T: int, *, heads: int = 12, head_dim: int = 64, batch: int 
         sdpa = peak_bytes(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True), device)
         tiled = peak_bytes(lambda: tiled_attention(q, k, v, block_q=block, block_k=block), device)
     return AttentionMemory(T, heads, head_dim, block, str(torch.device(device)), eager, sdpa, tiled)
+
+
+@dataclass(frozen=True)
+class AttentionRun:
+    """One causal attention at length ``T``, three ways: peak bytes, median seconds, and the bytes counted."""
+
+    memory: AttentionMemory
+    seconds: dict[str, float]  # "eager", "sdpa", "tiled" -> median seconds of one call
+    eager_traffic: Traffic  # slow-memory bytes of the textbook version (flash.eager_traffic)
+    tiled_traffic: Traffic  # ... of the tiled one with the same block (flash.tiled_traffic)
+
+    @property
+    def T(self) -> int:
+        return self.memory.T
+
+    def __repr__(self) -> str:
+        return tr("AttentionRun(T={T}: eager {eager}, SDPA {sdpa}, tiled {tiled}; counted {eb} eager, {tb} tiled)",
+                  T=self.T, eager=f"{self.seconds['eager'] * 1e3:.1f} ms", sdpa=f"{self.seconds['sdpa'] * 1e3:.1f} ms",
+                  tiled=f"{self.seconds['tiled'] * 1e3:.1f} ms", eb=format_bytes(self.eager_traffic.bytes),
+                  tb=format_bytes(self.tiled_traffic.bytes))
+
+
+def _attention_calls(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, block: int) -> dict:
+    return {"eager": lambda: eager_attention(q, k, v),
+            "sdpa": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+            "tiled": lambda: tiled_attention(q, k, v, block_q=block, block_k=block)}
+
+
+def attention_runs(lengths: Sequence[int], *, heads: int = 12, head_dim: int = 64, block: int = 64, repeats: int = 3,
+                   device: torch.device | str = "cpu") -> list[AttentionRun]:
+    """``attention_memory`` at each T in ``lengths``, with each version's time (the three take turns,
+    ``timing.interleave``) and the slow-memory bytes ``flash`` counts for eager and tiled attention."""
+    lengths = check_sizes("lengths", lengths, 1, 1 << 16)
+    check_number("repeats", repeats, low=1, integer=True)
+    out = []
+    for T in lengths:
+        mem = attention_memory(T, heads=heads, head_dim=head_dim, block=block, device=device)
+        g = torch.Generator().manual_seed(0)
+        calls = _attention_calls(*(torch.randn(1, heads, T, head_dim, generator=g).to(device) for _ in "qkv"), block)
+        with torch.inference_mode():
+            timed = interleave({name: (lambda f=f: time_call(f, repeats=1, warmup=0, device=device)[0])
+                                for name, f in calls.items()}, repeats, warmup=0)  # attention_memory ran each
+        out.append(AttentionRun(mem, {name: summarize(ts).median for name, ts in timed.items()},
+                                eager_traffic(T, head_dim, heads=heads),
+                                tiled_traffic(T, head_dim, heads=heads, block_q=block, block_k=block)))
+    return out
+
+
+# --------------------------------------------------------------------- fewer KV heads, measured
+@dataclass(frozen=True)
+class KvRead:
+    """One decode step's attention over every layer's cache with ``kv_heads`` KV heads: bytes and time."""
+
+    heads: KvHeads  # flash.kv_heads_table's row: bytes per token, MHA / GQA / MQA
+    batch: int
+    context: int
+    cache_bytes: int  # every layer's K and V as allocated: batch x context x bytes per token
+    seconds: float  # median of decode_attention over every layer
+    max_diff: float  # largest |difference| from SDPA on K/V repeated for each query head (one layer)
+    crossover: float  # predicted_crossover with this many KV heads, at this batch
+
+    def __repr__(self) -> str:
+        return tr("KvRead({kind}, {kv_heads} KV heads, batch {batch} x context {context}: {cache} read in {ms:.2f} ms, "
+                  "{gbs:.1f} GB/s; crossover at context {cross:,.0f})", kind=self.heads.kind,
+                  kv_heads=self.heads.kv_heads, batch=self.batch, context=self.context,
+                  cache=format_bytes(self.cache_bytes), ms=self.seconds * 1e3,
+                  gbs=self.cache_bytes / self.seconds / 1e9, cross=self.crossover)
+
+
+def kv_heads_reads(shape: Shape, context: int, batch: int, kv_heads: Sequence[int] = (12, 4, 1), *, repeats: int = 5,
+                   device: torch.device | str = "cpu") -> list[KvRead]:
+    """Time ``flash.decode_attention`` over every layer of a random cache with each count of KV heads.
+
+    A real step reads every layer's cache once; so does this (one tensor pair per layer: no cache of the CPU holds
+    them all). The counts take turns (``timing.interleave``).
+    """
+    check_number("context", context, low=1, integer=True, fix="context counts cached tokens: use at least 1")
+    check_number("batch", batch, low=1, integer=True, fix="batch counts sequences: use at least 1")
+    check_number("repeats", repeats, low=1, integer=True)
+    rows = kv_heads_table(shape, kv_heads)
+    g = torch.Generator().manual_seed(0)
+    D, L = shape.head_dim, shape.n_layer
+    q = torch.randn(batch, shape.n_head, 1, D, generator=g).to(device)
+    caches = {r.kv_heads: [tuple(torch.randn(batch, r.kv_heads, context, D, generator=g).to(device) for _ in "kv")
+                           for _ in range(L)] for r in rows}
+
+    def read(h: int) -> None:
+        for k, v in caches[h]:
+            decode_attention(q, k, v)
+
+    with torch.inference_mode():
+        timed = interleave({h: (lambda h=h: time_call(lambda: read(h), repeats=1, warmup=0, device=device)[0])
+                            for h in caches}, repeats)
+        diffs = {}
+        for h, layers in caches.items():
+            k, v = layers[0]
+            rep = shape.n_head // h
+            ref = F.scaled_dot_product_attention(q, k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1))
+            diffs[h] = float((decode_attention(q, k, v) - ref).abs().max())
+    out = []
+    for r in rows:
+        nbytes = sum(t.numel() * t.element_size() for pair in caches[r.kv_heads] for t in pair)
+        out.append(KvRead(r, batch, context, nbytes, summarize(timed[r.kv_heads]).median, diffs[r.kv_heads],
+                          shape.weight_bytes / (batch * r.bytes_per_token)))
+    return out
+
+
+# --------------------------------------------------------------------- where a step's time goes, either side
+def profile_sides(model: Model, batch: int, contexts: Sequence[int], *, repeats: int = 5, warmup: int = 2,
+                  **options) -> dict[int, StepProfile]:
+    """``profiling.profile_step`` of one fast decode step at ``batch`` and each context (a cache of random keys and
+    values, as ``decode_grid(path="fast", fill="random")`` times): the share attention takes on each side of the
+    crossover. ``options`` go to ``FastDecoder``."""
+    check_number("batch", batch, low=1, integer=True, fix="batch counts sequences: use at least 1")
+    check_number("repeats", repeats, low=1, integer=True)
+    steps = warmup + 2 * repeats  # profile_step times, then profiles: each call appends a position
+    contexts = check_sizes("contexts", contexts, 1, model.info.n_ctx - steps)
+    out = {}
+    for c in contexts:
+        step = decode_call(model, c, batch, steps, path="fast", fill="random", **options)
+        out[c] = profile_step(step, label=tr("batch {batch}, context {context}", batch=batch, context=c),
+                              repeats=repeats, warmup=warmup, device=model.device)
+    return out

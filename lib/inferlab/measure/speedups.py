@@ -304,7 +304,7 @@ def scoreboard_rows(kernels: KernelComparison, qrows: list[QuantRow], paths: dic
               for r in qrows if r.kind != "fp32"]
     for name, (rows, floor_s) in paths.items():
         base = rows[0]
-        board += [ScoreRow(f"{r.shown} ({name})", f"x{r.ttft_s / base.ttft_s:.2f}",
+        board += [ScoreRow(tr("{path} ({model})", path=r.shown, model=name), f"x{r.ttft_s / base.ttft_s:.2f}",
                            tr("x{ratio:.2f} ({floor:.2f}x floor)", ratio=r.tpot_s / base.tpot_s,
                               floor=r.tpot_s / floor_s),
                            "-" if r.extra_bytes is None else f"+{r.extra_bytes / 1e6:.0f} MB",

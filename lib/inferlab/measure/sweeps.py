@@ -130,13 +130,38 @@ def prefill_call(model: Model, ids: torch.Tensor, path: str = "engine", **option
     return lambda: dec.prefill(ids)
 
 
-def decode_call(model: Model, context: int, batch: int, steps: int, path: str = "engine",
+FILLS = ("prefill", "random")
+
+
+def random_fill(dec: FastDecoder, context: int, seed: int = 0) -> None:
+    """Write random keys and values into the first ``context`` slots of ``dec``'s cache and place it after them.
+
+    A decode step's cost does not depend on what the cache holds, only on how much: this gives a long context
+    without a prefill, which costs batch x context tokens of arithmetic (at batch 32 and 1,000 tokens, a minute on
+    a CPU). Every slot written is a real page of memory (a cache left at zeros can be served from one shared page).
+    """
+    g = torch.Generator(device=dec.k[0].device).manual_seed(seed)
+    for t in (*dec.k, *dec.v):
+        t[:, :, :context].normal_(generator=g)
+    dec.tokens = context
+
+
+def decode_call(model: Model, context: int, batch: int, steps: int, path: str = "engine", fill: str = "prefill",
                 **options) -> Callable[[], object]:
     """Prefill ``[batch, context]`` ids; return a function that runs one decode step (``steps`` calls fit).
 
-    Each call appends one position to the cache, as decoding does.
+    Each call appends one position to the cache, as decoding does. ``fill="random"`` (fast path only) fills the
+    cache with random keys and values instead of a prefill (``random_fill``): the same step, at far less cost.
     """
     _check_path(path)
+    if fill not in FILLS or (fill == "random" and path != "fast"):
+        raise bad_value("fill", fill, "'prefill', or 'random' with path='fast'",
+                        "fill the cache by a prefill, or use path='fast' for random keys and values")
+    if fill == "random":
+        dec = FastDecoder(model, context + steps, batch=batch, **options)
+        random_fill(dec, context)
+        token = torch.zeros(batch, dtype=torch.long, device=model.device)
+        return lambda: dec.step(token)
     ids = sample_ids(model, context, batch)
     if path == "engine":
         _, cache = prefill(model, ids)
@@ -165,15 +190,16 @@ def prefill_sweep(model: Model, lengths: Sequence[int], *, repeats: int = 5, war
 
 
 def decode_sweep(model: Model, contexts: Sequence[int], *, repeats: int = 5, warmup: int = 1, batch: int = 1,
-                 path: str = "engine", **options) -> Sweep:
+                 path: str = "engine", fill: str = "prefill", **options) -> Sweep:
     """Time one decode step with ``C`` positions already cached, for each C in ``contexts``.
 
     Each timed step appends a position, so the repeats at C run at contexts C .. C + warmup + repeats - 1.
-    ``path="fast"`` times ``FastDecoder.step`` (``options`` go to ``FastDecoder``).
+    ``path="fast"`` times ``FastDecoder.step`` (``options`` go to ``FastDecoder``); ``fill="random"`` fills its
+    cache with random keys and values instead of a prefill (``decode_call``).
     """
     check_number("repeats", repeats, low=1, integer=True)
     contexts = check_sizes("contexts", contexts, 1, model.info.n_ctx - warmup - repeats)
-    times = [_times(decode_call(model, c, batch, warmup + repeats, path, **options), model, repeats, warmup)
+    times = [_times(decode_call(model, c, batch, warmup + repeats, path, fill, **options), model, repeats, warmup)
              for c in progress(contexts, tr("decode"))]
     sweep = Sweep("decode", tr("context (tokens in the cache)"), contexts, tuple(times), tuple(batch for _ in contexts),
                   batch=batch, context=contexts[0], **meta(model),

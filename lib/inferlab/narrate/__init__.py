@@ -1,4 +1,4 @@
-"""Each notebook's findings, told from its own numbers: one module per notebook (``n00`` ... ``n09``).
+"""Each notebook's findings, told from its own numbers: one module per notebook (``n00`` ... ``n11``).
 
 Every function takes plain numbers or dataclasses (a ``Sweep``, a ``MachineProfile``, a ratio) and returns
 the Markdown of one finding, with a branch for the other outcome: "decode sat at 1.7x its floor ..." where

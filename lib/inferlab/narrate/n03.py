@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from ..heads import CHANCE_FACTOR, HEAD_KINDS, Ablation, HeadScores
-from ..i18n import tr
+from ..i18n import by_language, tr
 from . import join as _join
 
 ARTICLES = "00_start_here.ipynb#the-two-source-articles"
@@ -128,9 +128,10 @@ def entropy(layer: int, head: int, bits: float, widest_layer: int, widest_bits: 
 def logit_lens(names: list[str], agree: list[float], echo: float) -> str:
     """How early each stage's top guess equals the final one; the embeddings stage echoes its input.
 
-    ``names``: the stages as the library names them (shown as given).
+    ``names``: the stages as shown (``LogitLens.stage_labels()``: in the reader's language).
     """
-    shares = ", ".join(f"{n}: {v:.0%}" for n, v in zip(names, agree))
+    colon = by_language(en=": ", zh="：")
+    shares = by_language(en=", ", zh="，").join(f"{n}{colon}{v:.0%}" for n, v in zip(names, agree))
     text = tr("Share of positions where a stage's top guess already equals the final one: {shares}. ", shares=shares)
     if echo >= 0.5:
         return text + tr("The embeddings stage guesses the input token itself at {echo:.0%} of positions: GPT-2's LM "

@@ -250,11 +250,16 @@ def thinking(budget: int, wait: float, no_think: float, tpot: float) -> str:
 
 
 # ----------------------------------------------------------------------------- the same question in two languages
+def _prompt_name(name: str) -> str:
+    """A prompt's language as the notebook keys it ("中文", "English") in the reader's language."""
+    return {"English": tr("English"), "Chinese": tr("Chinese")}.get(name, name)
+
+
 def language_table(rows: Sequence[PromptTTFT]) -> str:
     """A Markdown table of ``prompt_ttft`` rows: model, prompt, characters, tokens, tokens per character, TTFT."""
     head = tr("| model | prompt | characters | tokens | tokens per character | median TTFT (ms) |")
     lines = [head, "|---|---|---|---|---|---|"]
-    lines += [f"| {r.model} | {r.cost.name} | {r.cost.n_chars} | {r.cost.n_tokens} | "
+    lines += [f"| {r.model} | {_prompt_name(r.cost.name)} | {r.cost.n_chars} | {r.cost.n_tokens} | "
               f"{r.cost.tokens_per_char:.2f} | {r.ttft.median * 1e3:.2f} |" for r in rows]
     return "\n".join(lines)
 

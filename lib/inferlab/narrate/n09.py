@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 
 from ..i18n import by_language, tr
+from ..serve.report import policy_text
 from ..units import ms
 
 
@@ -116,15 +117,20 @@ def knee(points, slo_s: float) -> str:
         best = max(ok, key=lambda p: p.steady.tokens_per_s)
         return text + tr("With an SLO of TTFT p99 within {slo}, the most this server sustains is {tps:.1f} tokens/s "
                          "(at {r:.1f} requests/s, where it finished {share:.0%} as many requests as arrived in the "
-                         "measured window): that **goodput**, not the peak, is what it can promise.", slo=ms(slo_s),
+                         "measured window): that **goodput**, not the peak, is what it can promise.", slo=_slo(slo_s),
                          tps=best.steady.tokens_per_s, r=best.rate,
                          share=best.steady.finished_per_s / best.steady.offered_per_s)
     if within:
         return text + tr("Some rate met an SLO of TTFT p99 within {slo} only while its queue was growing (the "
                          "arrivals stopped first): no rate tried is one the server could sustain within it. Loosen "
-                         "the SLO, or offer fewer requests per second.", slo=ms(slo_s))
+                         "the SLO, or offer fewer requests per second.", slo=_slo(slo_s))
     return text + tr("No rate tried met an SLO of TTFT p99 within {slo}: loosen it, or serve fewer requests per "
-                     "second.", slo=ms(slo_s))
+                     "second.", slo=_slo(slo_s))
+
+
+def _slo(seconds: float) -> str:
+    """A latency target as the reader chose it: whole milliseconds with separators (``1.0`` -> ``'1,000 ms'``)."""
+    return f"{seconds * 1e3:,.0f} ms" if seconds >= 0.01 else ms(seconds)
 
 
 def chunks(whole_p99: float, chunked_p99: float, ttft_whole: float, ttft_chunked: float, chunk: int,
@@ -156,7 +162,7 @@ def prefix(ttft_without: float, ttft_with: float, shared: int, reused: int) -> s
     """TTFT p50 of requests sharing a ``shared``-token opening, without and with prefix caching."""
     x = ttft_with / ttft_without
     text = tr("Requests opening with the same {n}-token system prompt: TTFT p50 {a} without prefix caching, {b} with "
-              "(**{x:.2f}x**); {r} prompt positions came from cached blocks instead of a prefill. ", n=shared,
+              "(**{x:.2f}x**); {r:,} prompt positions came from cached blocks instead of a prefill. ", n=shared,
               a=ms(ttft_without), b=ms(ttft_with), x=x, r=reused)
     if x <= 0.5:
         return text + tr("A cached block holds exactly the keys and values a prefill would compute for the same "
@@ -172,8 +178,8 @@ def peer(cmp) -> str:
     from ..serve.compare import SERVE_MODEL_LAYOUT
 
     ours = cmp.tokens_per_s["inferlab.serve"]
-    parts = [tr("{name}: {tps:.1f} tokens/s ({x:.2f}x ours), {same}/{n} answers equal to ours", name=k, tps=v,
-                x=v / ours, same=cmp.same_as_serve[k], n=cmp.requests)
+    parts = [tr("{name}: {tps:.1f} tokens/s ({x:.2f}x ours), {same}/{n} answers equal to ours", name=policy_text(k),
+                tps=v, x=v / ours, same=cmp.same_as_serve[k], n=cmp.requests)
              for k, v in cmp.tokens_per_s.items() if k != "inferlab.serve"]
     text = tr("The same {n} requests of {t} tokens each: inferlab.serve made {tps:.1f} tokens/s; ", n=cmp.requests,
               t=cmp.new_tokens, tps=ours) + by_language(en="; ", zh="；").join(parts) + by_language(en=". ", zh="。")

@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from .blocks import BlockKey, BlockPool
 from .paged import PagedKV, Segment
-from .report import Iteration, Percentiles, Served, ServeResult, ServeSummary
+from .report import Iteration, Percentiles, Served, ServeResult, ServeSummary, policy_text
 from .requests import Request, request, workload
 from .scheduler import POLICIES, Scheduler, ServeConfig, run
 
 __all__ = ["POLICIES", "BlockKey", "BlockPool", "Iteration", "PagedKV", "Percentiles", "Request", "Scheduler",
-           "Segment", "ServeConfig", "ServeResult", "ServeSummary", "Served", "request", "run", "workload"]
+           "Segment", "ServeConfig", "ServeResult", "ServeSummary", "Served", "policy_text", "request", "run",
+           "workload"]

@@ -1,4 +1,5 @@
-"""The benchmark: ``python -m inferlab.tools.bench`` (one command-line tool, just over 300 lines on purpose).
+"""The benchmark: ``python -m inferlab.tools.bench`` (one command-line tool, under 400 lines on purpose: one entry
+per table).
 
 The benchmark runs, interleaved in one process (variant order rotates every repeat, after a warm-up
 of each): the engine untraced (``inferlab.generate``), the engine recording everything
@@ -22,7 +23,8 @@ batching) live in ``inferlab.measure``; this tool only combines them into one ta
 ``python -m inferlab.tools.bench serve`` prints issue 31's serving targets instead (notebook 09): continuous
 against static batching, ``inferlab.serve`` against transformers' ``generate_batch``, paged against
 contiguous KV memory, chunked prefill, prefix caching and token equality, each with PASS or FAIL. The
-measuring lives in ``inferlab.serve.bench``.
+measuring lives in ``inferlab.serve.bench``. ``python -m inferlab.tools.bench speculative`` prints issue 45's
+speculative-decoding targets (notebook 10); the measuring lives in ``inferlab.speculative.targets``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..cost import MachineProfile, Shape, decode_cost, prefill_floor_at
+from . import Parser
 
 if TYPE_CHECKING:
     from ..models import Model
@@ -254,7 +257,7 @@ SERVE_ROWS = ("throughput", "generate_batch", "paged", "chunked", "prefix")  # i
 
 def serve_main(argv) -> dict:
     """``python -m inferlab.tools.bench serve [--small] [--threads 1] [--out serve.json]``: the serving targets."""
-    p = argparse.ArgumentParser(prog="python -m inferlab.tools.bench serve",
+    p = Parser(prog="python -m inferlab.tools.bench serve",
                                 description="issue 31's serving targets on GPT-2's shape, measured side by side")
     p.add_argument("--model", default="random:gpt2", help="the timed model (at INFERLAB_SCALE=test: its first blocks)")
     p.add_argument("--reference", default="bundled", help="the model whose tokens are compared with il.generate's")
@@ -279,13 +282,44 @@ def serve_main(argv) -> dict:
     except (ValueError, TypeError, FileNotFoundError, ConnectionError, OSError) as exc:
         p.error(f"--model {args.model} / --reference {args.reference}: {exc}")
     result = serve_bench(model, reference, BenchSizes.small() if args.small else BenchSizes(), rows=args.rows)
+    return _report(result, args.out)
+
+
+def _report(result, out_path: str | None) -> dict:
+    """Print a targets table (with the threads and torch it ran on); write its rows as JSON to ``out_path``."""
+    import torch
+
     print(f"threads: {torch.get_num_threads()}, torch {torch.__version__}")
     print(result.table())
     out = result.to_dict()
-    if args.out:
-        Path(args.out).write_text(json.dumps(out, indent=1))
-        print(f"wrote {args.out}")
+    if out_path:
+        Path(out_path).write_text(json.dumps(out, indent=1))
+        print(f"wrote {out_path}")
     return out
+
+
+def speculative_main(argv) -> dict:
+    """``python -m inferlab.tools.bench speculative [--repeats 3] [--out spec.json]``: issue 45's targets."""
+    p = Parser(prog="python -m inferlab.tools.bench speculative",
+                                description="speculative decoding's targets (notebook 10), measured side by side")
+    p.add_argument("--model", default="bundled", help="the model whose answers, copying and drafts are measured")
+    p.add_argument("--shape", default="random:gpt2", help="the model whose verify cost is timed (GPT-2's shape)")
+    p.add_argument("--repeats", type=int, default=3, help="timed repeats of each variant (interleaved)")
+    p.add_argument("--out", default=None, help="also write the rows as JSON to this file")
+    args = p.parse_args(argv)
+    if args.repeats < 1:
+        p.error(f"--repeats {args.repeats}: must be at least 1 (e.g. 3)")
+    from .. import scale
+    from ..models import load
+    from ..speculative.targets import speculative_targets
+
+    blocks = {"n_layer": scale.pick(full=None, test=scale.TEST_BLOCKS)} if args.shape.startswith("random:") else {}
+    try:
+        model, shape = load(args.model, verbose=False), load(args.shape, verbose=False, **blocks)
+    except (ValueError, TypeError, FileNotFoundError, ConnectionError, OSError) as exc:
+        p.error(f"--model {args.model} / --shape {args.shape}: {exc}")
+    result = speculative_targets(model, shape, repeats=args.repeats)
+    return _report(result, args.out)
 
 
 def main(argv=None) -> dict:
@@ -293,7 +327,9 @@ def main(argv=None) -> dict:
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["serve"]:
         return serve_main(argv[1:])
-    p = argparse.ArgumentParser(prog="python -m inferlab.tools.bench", description=__doc__.split("\n\n")[0])
+    if argv[:1] == ["speculative"]:
+        return speculative_main(argv[1:])
+    p = Parser(prog="python -m inferlab.tools.bench", description=__doc__.split("\n\n")[0])
     p.add_argument("--models", nargs="+", default=["bundled", "random:gpt2"], help="names for inferlab.load()")
     p.add_argument("--prompt-tokens", type=int, default=64)
     p.add_argument("--new-tokens", type=int, default=32)

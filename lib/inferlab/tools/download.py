@@ -12,12 +12,13 @@ interrupted download ends with one line saying why, exit status 1, and no folder
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+from . import Parser
 
 PATTERNS = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
             "tokenizer_config.json", "vocab.json", "merges.txt", "special_tokens_map.json", "README.md"]
@@ -119,7 +120,7 @@ def download(name: str, out: Path, revision: str | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m inferlab.tools.download", description=__doc__.split("\n")[0])
+    ap = Parser(prog="python -m inferlab.tools.download", description=__doc__.split("\n")[0])
     ap.add_argument("name", help="hub name: gpt2, distilgpt2, gpt2-medium, gpt2-large, gpt2-xl")
     ap.add_argument("--out", type=Path, required=True, help="a new folder to write (copy it to the class machines)")
     ap.add_argument("--revision", default=None, help="a commit hash or tag to pin (default: main)")

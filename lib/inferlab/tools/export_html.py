@@ -23,7 +23,6 @@ with one line naming it, exit status 1, and nothing half-written. HTML that come
 
 from __future__ import annotations
 
-import argparse
 import html
 import os
 import shutil
@@ -32,7 +31,7 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
-from . import offline_page
+from . import Parser, offline_page
 from .notebook_tools import NotebookError, find_root, notebooks_in, read_notebook, shown, stored_text
 from .offline_page import math_to_mathml, rewrite_links, static_view, strip_cdn_scripts, widget_state
 from .safe_html import clean_html, script_json
@@ -341,7 +340,7 @@ def _umask() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m inferlab.tools.export_html",
+    ap = Parser(prog="python -m inferlab.tools.export_html",
                                  description="Export every executed notebook to offline HTML.")
     ap.add_argument("--out", type=Path, default=None,
                     help="output folder (default: site/ in the course folder); an older export there is replaced")

@@ -27,6 +27,7 @@ import tempfile
 from pathlib import Path
 
 from ..cost import Shape, decode_cost
+from . import Parser
 from .notebook_tools import NotebookError, find_root, notebooks_in
 
 DTYPES = ("float16", "float32")
@@ -120,7 +121,7 @@ def run_notebooks(root: Path, timeout: int, log=print) -> list[str]:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m inferlab.tools.gpu_check", description=__doc__.split("\n\n")[0],
+    p = Parser(prog="python -m inferlab.tools.gpu_check", description=__doc__.split("\n\n")[0],
                                 epilog="Without a CUDA GPU it prints that there is none and exits 0.")
     p.add_argument("--no-notebooks", action="store_true", help="only time GPT-2's shape; do not run the notebooks")
     p.add_argument("--repeats", type=int, default=5, help="timed repeats per variant (default: 5)")

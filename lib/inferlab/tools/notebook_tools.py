@@ -49,6 +49,7 @@ import json
 import os
 import re
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -57,6 +58,7 @@ import time
 from pathlib import Path
 
 from .. import gate, scale  # standard library only: --help and check stay quick
+from . import Parser
 
 STAMP_KEY = "inferlab"
 COMMAND = "python -m inferlab.tools.notebook_tools"
@@ -115,6 +117,9 @@ def stored_text(path: Path, working_tree: bool = False) -> str | None:
     return None if working_tree else git_text(path)
 
 
+MAX_NOTEBOOK_BYTES = 64 * 2**20  # the course's largest stored notebook is a few MB; a file past this is not one
+
+
 def read_notebook(path: Path, text: str | None = None):
     """Read ``path`` (or ``text``, its contents from elsewhere, e.g. git) as an nbformat-4 notebook.
 
@@ -129,11 +134,22 @@ def read_notebook(path: Path, text: str | None = None):
         raise NotebookError(f"{shown(path)}: is not a notebook (expected a .ipynb file). "
                             "Fix: pass a path such as notebooks/01_tokens.ipynb.")
     try:
-        text = path.read_text(encoding="utf-8")
+        info = path.stat()  # follows a link: what matters is what would be read
+        if not stat.S_ISREG(info.st_mode):  # a FIFO would block the read forever, a device never end
+            raise NotebookError(f"{shown(path)}: is not a regular file (a pipe, a device or a socket), so it is not "
+                                "read. Fix: pass a .ipynb file.")
+        if info.st_size > MAX_NOTEBOOK_BYTES:
+            raise NotebookError(f"{shown(path)}: is {info.st_size:,} bytes, more than a notebook of this course can "
+                                f"be ({MAX_NOTEBOOK_BYTES:,}), so it is not read. Fix: pass one of the course's "
+                                ".ipynb files.")
+        with path.open("rb") as f:
+            text = f.read(MAX_NOTEBOOK_BYTES + 1).decode("utf-8")
     except FileNotFoundError:
         raise NotebookError(f"{shown(path)}: no such file. Fix: check the name (ls notebooks/).") from None
     except (OSError, UnicodeDecodeError) as e:
         raise NotebookError(f"{shown(path)}: cannot be read ({type(e).__name__}: {e}).") from None
+    if len(text.encode("utf-8")) > MAX_NOTEBOOK_BYTES:  # it grew while being read
+        raise NotebookError(f"{shown(path)}: is more than {MAX_NOTEBOOK_BYTES:,} bytes, so it is not read.")
     return _parse(path, text)
 
 
@@ -450,7 +466,7 @@ def _positive_int(text: str) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=COMMAND, description=__doc__.split("\n")[0])
+    ap = Parser(prog=COMMAND, description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="command", required=True, metavar="{execute,check,tidy}")
     for name, text in (("execute", "run notebooks at the full scale and store them executed (name them, or --all)"),
                        ("check", "check stored notebooks are executed, fresh and error-free (default: every one)"),

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from . import Parser
 from .notebook_tools import NotebookError, find_root, notebooks_in, shown
 
 WORDS_PER_MIN = 130      # English, studied (see the module docstring for the sources)
@@ -184,7 +185,7 @@ def table(times: list[ReadingTime]) -> str:
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m inferlab.tools.reading_time",
+    p = Parser(prog="python -m inferlab.tools.reading_time",
                                 description="Reading time of every stored notebook, both editions.")
     p.add_argument("--root", type=Path, help="the course folder (default: the one you are in)")
     return p

@@ -12,7 +12,7 @@ choose how figures are shown:
 - In Google Colab: ``colab`` (plotly's own guess there depends on an environment variable Colab may not set).
 
 Submodules by topic: ``viz.tokens``, ``viz.embeddings``, ``viz.attention``, ``viz.roofline``,
-``viz.kvcache``, ``viz.sampling``, ``viz.latency``, ``viz.speed``, ``viz.serve``.
+``viz.kvcache``, ``viz.sampling``, ``viz.latency``, ``viz.speed``, ``viz.serve``, ``viz.long_context``.
 
 Every word a figure shows goes through ``i18n.tr`` when the figure is built, so a figure speaks the language
 chosen at that moment (``il.set_language("zh")``); the font list falls back to a CJK font for Chinese.

@@ -197,8 +197,8 @@ def stage_distributions(work: FilterStages, decode: Decode, k: int = 12, title: 
         hover = [tr("token {token!r}<br>id {id}<br>{stage}: p = {p:.4f}<br>model: p = {model_p:.4f}",
                     token=piece(decode, i), id=i, stage=stage_label(name), p=v, model_p=float(model[i]))
                  for i, v in zip(ids, vals)]
-        fig.add_trace(go.Bar(x=labels, y=vals, marker_color=color, name=name, hovertext=hover, hoverinfo="text",
-                             showlegend=False), row=row, col=1)
+        fig.add_trace(go.Bar(x=labels, y=vals, marker_color=color, name=stage_label(name), hovertext=hover,
+                             hoverinfo="text", showlegend=False), row=row, col=1)
         gone = [(lab, i) for lab, i, v in zip(labels, ids, vals) if v == 0 and float(model[i]) > 0]
         if gone:
             by = [next(s for s in STAGE_NAMES if float(probs[s][i]) == 0) for _, i in gone]

@@ -150,6 +150,7 @@ def gap_timeline(runs: Mapping[str, object], ids) -> go.Figure:
 def compare_bars(values: Mapping[str, float], title: str, y: str) -> go.Figure:
     """One bar per named run (``{label: value}``), the value printed on it."""
     require(len(values) > 0, tr("values is empty: pass {label: number}"))
-    fig = go.Figure(go.Bar(x=list(values), y=list(values.values()), marker_color=PALETTE[: len(values)],
-                           text=[f"{v:.3g}" for v in values.values()], textposition="outside"))
+    fig = go.Figure(go.Bar(x=[policy_text(k) for k in values], y=list(values.values()),
+                           marker_color=PALETTE[: len(values)], text=[f"{v:.3g}" for v in values.values()],
+                           textposition="outside"))
     return base_layout(fig, title, y=y, height=340)

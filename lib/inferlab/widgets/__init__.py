@@ -15,7 +15,7 @@ the text goes through ``i18n.tr`` when the widget is built or redrawn, so choose
 
 Submodules by topic: ``widgets.start``, ``widgets.tokens``, ``widgets.embeddings``, ``widgets.attention``,
 ``widgets.kvcache``, ``widgets.sampling``, ``widgets.streaming``, ``widgets.speed``, ``widgets.serve``,
-``widgets.selfcheck``.
+``widgets.long_context``, ``widgets.selfcheck``.
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from __future__ import annotations
 import html
 import json
 import numbers
+import random
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,14 +86,23 @@ def load_questions(notebook: str, folder: Path | None = None) -> list[Question]:
                         tr("pass the notebook's two-digit number, e.g. '04'"))
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
-        return [Question(q["question"], tuple(Choice(c["text"], bool(c.get("correct")), c["why"])
-                                              for c in q.get("choices", [])),
+        return [Question(q["question"], _shuffled(tuple(Choice(c["text"], bool(c.get("correct")), c["why"])
+                                                        for c in q.get("choices", [])), f"{notebook}:{i}"),
                          q.get("answer"), q.get("tolerance", 0.0), q.get("unit", ""), q.get("why", ""))
-                for q in raw["questions"]]
+                for i, q in enumerate(raw["questions"])]
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # a hand-made folder's file
         raise ValueError(tr("{path} is not a self-check file ({error}). Fix: give it the structure of {example}.",
                             path=path, error=f"{type(e).__name__}: {str(e)[:80]}",
                             example=QUESTIONS_DIR / "00.json")) from None
+
+
+def _shuffled(choices: tuple[Choice, ...], key: str) -> tuple[Choice, ...]:
+    """The choices in an order fixed by ``key`` (notebook and question number): the files list the right answer
+    anywhere (often first, as it is written first), and a learner who always picks one place must not score. The
+    same key gives the same order in every language and every run, so the HTML edition and a twin stay stable."""
+    order = list(range(len(choices)))
+    random.Random(key).shuffle(order)
+    return tuple(choices[i] for i in order)
 
 
 def grade(question: Question, answer: int | float | str | None, *, reveal: bool = True) -> tuple[bool | None, str]:

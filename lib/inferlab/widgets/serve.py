@@ -39,11 +39,11 @@ def slo_picker(points: Sequence) -> w.VBox:
 
     def redraw(_=None) -> None:
         slo_s = slider.value / 1e3
-        show_figure(out, load_curve(points, slo_s), tr("latency against throughput, SLO {ms:.0f} ms", ms=slider.value))
+        show_figure(out, load_curve(points, slo_s), tr("latency against throughput, SLO {ms:,.0f} ms", ms=slider.value))
         best = best_within(points, slo_s)
-        note.value = (tr("Within TTFT p99 {ms:.0f} ms, sustained: at most <b>{tps:.1f} tokens/s</b> (at {rate:.2f} "
+        note.value = (tr("Within TTFT p99 {ms:,.0f} ms, sustained: at most <b>{tps:.1f} tokens/s</b> (at {rate:.2f} "
                          "requests/s).", ms=slider.value, tps=best.steady.tokens_per_s, rate=best.rate) if best else
-                      tr("No rate tried meets TTFT p99 within {ms:.0f} ms with its queue steady.", ms=slider.value))
+                      tr("No rate tried meets TTFT p99 within {ms:,.0f} ms with its queue steady.", ms=slider.value))
 
     slider.observe(redraw, names="value")
     redraw()
