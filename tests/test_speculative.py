@@ -238,3 +238,14 @@ def test_a_stop_inside_a_round_counts_only_the_tokens_it_emitted(model):
         assert sum(r.emitted for r in out.rounds) + 1 == len(out.generated_ids)
         return
     pytest.fail("no round emitted two tokens with a new first one: pick another prompt")
+
+
+def test_the_predicted_knee_is_where_the_arithmetic_outgrows_the_read(model):
+    """The roofline's knee compares each k's compute floor with that k's own byte floor (which grows a little with
+    k: the new tokens' keys and values), not with the first k's."""
+    from inferlab.speculative.cost import VerifyCost
+
+    sweep = sp.verify_cost(model, [1, 2], context=8, repeats=1, warmup=0).sweep
+    flat = VerifyCost(sweep, "fast", 8, (1.0, 1.01), (1.0, 1.01))
+    assert flat.predicted_knee is None
+    assert VerifyCost(sweep, "fast", 8, (1.0, 1.5), (1.0, 1.01)).predicted_knee == 2

@@ -304,9 +304,12 @@ def hf_generate_assisted(model: GPT2LMHeadModel, ids: torch.Tensor, *, max_new_t
                   config.assistant_confidence_threshold)
         config.num_assistant_tokens, config.num_assistant_tokens_schedule = k, "constant"
         config.assistant_confidence_threshold = 0.0
+        before_level = hf_logging.get_verbosity()
+        hf_logging.set_verbosity_error()  # its warning about its own internal call would land in a notebook's output
         try:
             out = model.generate(ids, assistant_model=draft, **kwargs)
         finally:
+            hf_logging.set_verbosity(before_level)
             (config.num_assistant_tokens, config.num_assistant_tokens_schedule,
              config.assistant_confidence_threshold) = before
     return out[:, ids.shape[1]:]

@@ -57,7 +57,7 @@ class VerifyCost:
     path: str
     context: int
     floor_s: tuple[float, ...]  # max(FLOPs / matmul rate, bytes / bandwidth) at each k
-    memory_floor_s: float  # the bytes' floor at the first k: what a memory-bound forward cannot beat
+    memory_floor_s: tuple[float, ...]  # bytes / bandwidth at each k: what a memory-bound forward cannot beat
 
     @property
     def ratios(self) -> tuple[float, ...]:
@@ -73,7 +73,8 @@ class VerifyCost:
     @property
     def predicted_knee(self) -> int | None:
         """The first k whose compute floor passes the memory floor (where k tokens stop costing one); None: none."""
-        return next((k for k, f in zip(self.sweep.xs, self.floor_s) if f > self.memory_floor_s * (1 + 1e-9)), None)
+        return next((k for k, f, m in zip(self.sweep.xs, self.floor_s, self.memory_floor_s) if f > m * (1 + 1e-9)),
+                    None)
 
     def __repr__(self) -> str:
         return tr("VerifyCost({path} path, context {context}: k {ks} -> median ms {ms}, x first {ratios})",
@@ -140,5 +141,5 @@ def verify_cost(model: Model, ks: Sequence[int], context: int = 32, *, repeats: 
                   batch=batch, context=context, **meta(model))
     if len(ks) >= 3:
         gate.sweep(model.info, ks, sweep.medians, via=f"verify_cost({path})", job="verify")
-    return VerifyCost(sweep, path, context, tuple(f for f, _ in floors), floors[0][1])
+    return VerifyCost(sweep, path, context, tuple(f for f, _ in floors), tuple(m for _, m in floors))
 
