@@ -47,7 +47,7 @@ def test_rounds_tell_copying_from_few_guesses():
 
 def _race(prompt, spec, plain=100.0, gen=50.0, tf=80.0, tpr=2.0, same=True):
     speeds = {"il.generate": gen, "plain": plain, "speculative": spec, "transformers": tf}
-    return NS(prompt=prompt, tokens_per_round=tpr, same_tokens={k: same for k in speeds},
+    return NS(prompt=prompt, tokens_per_round=tpr, same_tokens=dict.fromkeys(speeds, same),
               over=lambda a, b, s=speeds: s[a] / s[b])
 
 

@@ -152,9 +152,9 @@ def server(gain_1, gain_b, batch: int, k: int, verify_1: float = 1.0) -> str:
     """Predicted speed-ups at batch 1 and at ``batch``, at ``k`` guesses, from each batch's verify cost;
     ``verify_1``: the batch-1 verify of k + 1 tokens over one token."""
     if verify_1 < 0.95:
-        lead = tr("At batch 1 the verify of {n} tokens took {v:.2f}x one token's forward (this CPU's one-row dip), so k "
-                  "= {k} guesses predict **{a:.2f}x**, more than the guesses alone give; ", n=k + 1, v=verify_1, k=k,
-                  a=gain_1)
+        lead = tr("At batch 1 the verify of {n} tokens took {v:.2f}x one token's forward (this CPU's one-row dip), "
+                  "so k = {k} guesses predict **{a:.2f}x**, more than the guesses alone give; ", n=k + 1, v=verify_1,
+                  k=k, a=gain_1)
     else:
         lead = tr("At batch 1 the verify costs about one step, so k = {k} guesses predict **{a:.2f}x**; ", k=k,
                   a=gain_1)
