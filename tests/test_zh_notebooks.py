@@ -72,3 +72,17 @@ def test_language_neutral_blanks_only_the_choice():
     b, chosen = language_neutral('il.viz.setup_notebook()\nil.set_language("zh")\nm = il.load("gpt2")')
     assert chosen == ["zh"] and a != b
     assert a.replace("il.load()", 'il.load("gpt2")') == b
+
+
+def test_the_first_streamed_chinese_answer_runs_for_a_line():
+    """zh/00's first streaming moment must show a stream, not four characters and a stop (newcomer review): the
+    stored answer printed under the streaming view holds at least eight Chinese characters after its prompt (a
+    line; the prompt "床前明月光，" alone gave three and a stop token)."""
+    nb = json.loads((ROOT / "notebooks" / "zh" / "00_start_here.ipynb").read_text(encoding="utf-8"))
+    cell = next(c for c in nb["cells"] if c["cell_type"] == "code" and "view.trace.prompt + view.trace.text" in
+                "".join(c["source"]))
+    printed = "".join("".join(o.get("text", "")) for o in cell["outputs"] if o.get("output_type") == "stream")
+    answer = printed.split("\n\n")[0]
+    prompt = "床前明月光，疑是地上霜。\n"
+    assert answer.startswith(prompt), answer
+    assert sum("\u4e00" <= ch <= "\u9fff" for ch in answer[len(prompt):]) >= 8, answer
