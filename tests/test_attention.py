@@ -257,3 +257,22 @@ def test_lines_svg_lights_a_tokens_lines_on_hover_and_quotes_tokens():
     crowded = vh.lines_svg(three_tokens(heads=2), 0, None)
     drawn = [float(w) for w in re.findall(r"<title>[^<]*: ([\d.]+)</title>", crowded)]
     assert drawn and min(drawn) >= vh.CROWDED and "only weights &gt;=" in crowded
+
+
+def test_the_cheap_views_sliders_follow_the_hand(model, pat):
+    """A slider whose move only redraws stored data is live (continuous_update): 03's explorer and lines view, 05's
+    cache view (newcomer review: they redrew only on release)."""
+    import ipywidgets as w
+
+    from inferlab.widgets import kvcache as wk
+
+    ex = wa.attention_explorer(pat)
+    lines = wa.lines_view(pat)
+    _, cache = il.prefill(model, model.encode("To be, or not to be"))
+    growth = wk.kv_growth(cache.layers, 3)
+    def inside(box):
+        for c in getattr(box, "children", ()):
+            yield c
+            yield from inside(c)
+    sliders = [ex.layer, ex.head, lines.layer, *[c for c in inside(growth) if isinstance(c, w.IntSlider)]]
+    assert len(sliders) == 4 and all(s.continuous_update for s in sliders), sliders

@@ -62,8 +62,9 @@ class AttentionExplorer(_Readable, w.VBox):
         self.grid_max_tokens = grid_max_tokens
         self.figures: dict[str, object] = {}
         self._grid = None  # the all-heads figure, built once per prompt
-        self.layer = w.IntSlider(description=tr("layer"), min=0, continuous_update=False)
-        self.head = w.IntSlider(description=tr("head"), min=0, continuous_update=False)
+        # live: a slider's move redraws from the stored patterns (no model call), so it follows the hand
+        self.layer = w.IntSlider(description=tr("layer"), min=0, continuous_update=True)
+        self.head = w.IntSlider(description=tr("head"), min=0, continuous_update=True)
         self.query = w.Dropdown(description=tr("query token"), layout=w.Layout(width="320px"))
         # the values stay English (code compares them); the labels are the reader's
         self.view = w.ToggleButtons(options=[(tr("one head"), "one head"), (tr("all heads"), "all heads")],
@@ -163,7 +164,7 @@ class LinesView(_Readable, w.VBox):
         L, H = patterns.shape[:2]
         self.patterns = patterns
         self.figures: dict[str, object] = {}
-        self.layer = w.IntSlider(description=tr("layer"), min=0, max=L - 1, continuous_update=False)
+        self.layer = w.IntSlider(description=tr("layer"), min=0, max=L - 1, continuous_update=True)  # no model call
         # ALL, not None: a Dropdown whose value is None shows nothing selected
         # one head to start: every head x every token at once is a hairball
         self.head = w.Dropdown(description=tr("head"), options=_head_options(H), value=0)

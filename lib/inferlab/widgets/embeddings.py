@@ -32,7 +32,7 @@ def neighbour_search(space: VocabSpace, word: str = "king", k: int = 10) -> w.VB
     A word that is several tokens, or whose row the model never learned, gets a message saying why.
     """
     box = w.Text(value=word, description=tr("Word:"), continuous_update=False, layout=w.Layout(width="300px"))
-    count = w.IntSlider(value=k, min=3, max=30, description=tr("How many:"), continuous_update=False)
+    count = w.IntSlider(value=k, min=3, max=30, description=tr("How many:"), continuous_update=True)  # cheap
     space_first = w.Checkbox(value=True, description=tr("leading space (' king', the form inside a sentence)"),
                              indent=False, layout=w.Layout(width="380px"))
     note, out = w.HTML(), w.Output()

@@ -45,7 +45,7 @@ def kv_growth(layers, prompt_len: int, pieces: Sequence[str] | None = None, head
                             "Fix: pass the number of prompt tokens given to prefill.",
                             prompt_len=prompt_len, total=total))
     step = w.IntSlider(value=total - prompt_len, min=0, max=total - prompt_len, description=tr("decode step"),
-                       continuous_update=False, style={"description_width": "initial"})
+                       continuous_update=True, style={"description_width": "initial"})  # stored tensors: live
     head_box = w.IntText(value=min(max(head, 0), heads - 1), description=tr("head"), layout={"width": "140px"})
     info, errors, out = w.HTML(), w.HTML(), w.Output()
 

@@ -34,7 +34,7 @@ def slo_picker(points: Sequence) -> w.VBox:
     p99 = sorted(p.summary.ttft.p99 * 1e3 for p in points)  # ms
     low, high = math.log10(max(p99[0] / 2, 0.1)), math.log10(p99[-1] * 2)
     slider = w.FloatLogSlider(value=p99[len(p99) // 2], base=10, min=low, max=high, step=(high - low) / 100,
-                              description=tr("SLO (ms)"), readout_format=".0f", continuous_update=False)
+                              description=tr("SLO (ms)"), readout_format=".0f", continuous_update=True)
     out, note = w.Output(), w.HTML()
 
     def redraw(_=None) -> None:
