@@ -227,3 +227,18 @@ def test_peek_names_the_character_a_byte_candidate_makes(model):
     peek = wstart.next_token_peek(logits[0], model.decode, prompt=prompt, begun=begun)
     listed = peek.children[1].children[0].value
     assert all(f"→{c}" in html.unescape(listed) for c in begun.values())
+
+
+def test_setup_says_in_one_line_when_the_machine_is_busy(plotly_defaults, monkeypatch, capsys):
+    from inferlab import timing
+
+    assert timing.busy_note(load=1.0, cores=2) is None
+    note = timing.busy_note(load=3.6, cores=2)
+    assert "busy (load 3.6 on 2 cores)" in note and "\n" not in note
+    monkeypatch.setattr("os.getloadavg", lambda: (3.6, 3.0, 2.0))
+    monkeypatch.setattr("os.cpu_count", lambda: 2)
+    il.viz.setup_notebook()
+    assert capsys.readouterr().out.strip() == note
+    monkeypatch.setattr("os.getloadavg", lambda: (0.2, 0.2, 0.2))
+    il.viz.setup_notebook()
+    assert capsys.readouterr().out == ""

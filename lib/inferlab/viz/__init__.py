@@ -42,8 +42,9 @@ def setup_notebook() -> str:
 
     Sets plotly's default renderer (``INFERLAB_PLOTLY_RENDERER`` overrides; Colab gets ``colab``, everything
     else ``plotly_mimetype``) and the default template (so figures built without ``base_layout`` match). In a
-    live kernel, a cell still running after 10 s then shows a line counting its seconds (``progress``). And it
-    spares the kernel a parser nothing here uses (``_skip_iri_grammar``).
+    live kernel, a cell still running after 10 s then shows a line counting its seconds (``progress``). It prints
+    one line when other programs keep the machine busy (``timing.busy_note``). And it spares the kernel a parser
+    nothing here uses (``_skip_iri_grammar``).
 
     >>> from inferlab import viz                 # doctest: +SKIP
     >>> viz.setup_notebook()                     # doctest: +SKIP
@@ -61,6 +62,11 @@ def setup_notebook() -> str:
     from ..progress import watch_slow_cells
 
     watch_slow_cells()  # a cell still running after 10 s shows a line counting the seconds (live kernels only)
+    from ..timing import busy_note
+
+    note = busy_note()  # a busy machine makes the timing notebooks crawl: say so once, here
+    if note:
+        print(note)
     return renderer
 
 
