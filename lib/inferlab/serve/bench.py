@@ -68,18 +68,23 @@ class ServeBench:
 
     def table(self) -> str:
         """The rows as a fixed-width text table, each row's numbers below it."""
-        head = f"{'measure':<70}{'target':>9}{'measured':>11}  result"
-        lines = [f"inferlab.serve targets on {self.model}", head, "-" * len(head)]
-        for r in self.rows:
-            value = (f"{r.value:.0%}" if r.target.endswith("%") else f"{r.value:.0f}" if r.target.isdigit()
-                     else f"{r.value:.2f}x")
-            lines += [f"{r.measure:<70}{r.target:>9}{value:>11}  {'PASS' if r.passed else 'FAIL'}",
-                      f"    {r.detail}"]
-        return "\n".join(lines)
+        return target_table(f"inferlab.serve targets on {self.model}", self.rows)
 
     def to_dict(self) -> dict:
         """Plain-Python form (JSON-ready)."""
         return {"model": self.model, "rows": [dataclasses.asdict(r) for r in self.rows]}
+
+
+def target_table(title: str, rows) -> str:
+    """``TargetRow``s as a fixed-width text table under ``title``, each row's numbers below it: a share for a
+    target in %, a ratio for one in x, else the number (a count, a distance)."""
+    head = f"{'measure':<72}{'target':>10}{'measured':>11}  result"
+    lines = [title, head, "-" * len(head)]
+    for r in rows:
+        value = (f"{r.value:.0%}" if r.target.endswith("%") else f"{r.value:.2f}x" if r.target.endswith("x")
+                 else f"{r.value:.3g}")
+        lines += [f"{r.measure:<72}{r.target:>10}{value:>11}  {'PASS' if r.passed else 'FAIL'}", f"    {r.detail}"]
+    return "\n".join(lines)
 
 
 def _ratio_row(measure: str, value: float, *, at_least: float | None = None, at_most: float | None = None,

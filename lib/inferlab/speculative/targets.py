@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from ..engine import generate as plain_generate
 from ..models import Model
-from ..serve.bench import TargetRow, _ratio_row
+from ..serve.bench import TargetRow, _ratio_row, target_table
 from .bench import (
     COPY_AT_LEAST,
     PLAIN_PROMPTS,
@@ -42,13 +42,7 @@ class Targets:
     rows: tuple[TargetRow, ...]
 
     def table(self) -> str:
-        head = f"{'measure':<72}{'target':>10}{'measured':>11}  result"
-        lines = [self.title, head, "-" * len(head)]
-        for r in self.rows:
-            value = f"{r.value:.0%}" if r.target.endswith("%") else f"{r.value:.3g}" if "x" not in r.target \
-                else f"{r.value:.2f}x"
-            lines += [f"{r.measure:<72}{r.target:>10}{value:>11}  {'PASS' if r.passed else 'FAIL'}", f"    {r.detail}"]
-        return "\n".join(lines)
+        return target_table(self.title, self.rows)
 
     def to_dict(self) -> dict:
         return {"title": self.title, "rows": [dataclasses.asdict(r) for r in self.rows]}
