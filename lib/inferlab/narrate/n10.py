@@ -104,9 +104,9 @@ def copying(lengths: dict, at_least: int = 24) -> str:
         return text + tr("It copies: notebook 03's induction heads look back for the token that followed the "
                          "current one last time and predict it again. That is why the guesses of prompt lookup, "
                          "copied from the prompt the same way, are so often right on this kind of text.")
-    return text + tr("It copies little: its induction heads find the earlier occurrence, but its sense of what "
-                     "comes next outvotes the copy. Prompt lookup's guesses are then right mostly where the answer "
-                     "repeats itself.")
+    return text + tr("It copies little: its induction heads were trained on rows of random tokens, and on text its "
+                     "sense of what comes next outvotes any copy. Prompt lookup's guesses are then right mostly where "
+                     "the answer repeats itself.")
 
 
 def drafts(gains) -> str:
