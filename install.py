@@ -7,15 +7,23 @@
     python3 install.py --pypi-fallback  # if the CPU index fails on Linux, accept PyPI's CUDA build (several GB)
     python3 install.py --no-compile     # pip does not byte-compile: Python compiles each module when first imported
 
+After pip, it writes the course's Jupyter settings into this Python's prefix (``jupyter_settings``): the server saves
+a widget view as its text when the view's state is not saved with the notebook (reopened, it reads as text instead of
+"Error displaying widget: model not found") and shuts down a kernel idle for an hour (each holds hundreds of MB once
+a notebook ran; notebooks opened from links pile up), and JupyterLab shuts a notebook's kernel down when its tab
+closes.
+
 Why: ``torch==2.13.0`` from plain PyPI is the CUDA build on Linux (about 18 nvidia packages, several GB)
 and on Windows the CPU one; a laptop without an NVIDIA GPU needs only the CPU build (about 200 MB) from
 PyTorch's CPU index. macOS wheels on PyPI are CPU/MPS builds already. This script uses only the standard
-library, so it runs before anything is installed.
+library, so it runs before anything is installed; for the same reason it is one piece (over 300 lines): one file a
+learner runs, importing nothing of the course, not even the server's pre-save hook it writes out.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import socket
@@ -28,6 +36,7 @@ from urllib.parse import urlsplit
 TORCH = "2.13.0"
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 HERE = Path(__file__).resolve().parent
+PREFIX = Path(sys.prefix)  # where this Python's Jupyter reads its settings (the course's .venv)
 SIZES = {"cpu": "about 200 MB", "cuda": "about 3 GB (torch plus the nvidia CUDA libraries)",
          "pypi": "about 80 MB (macOS wheel)"}
 
@@ -180,6 +189,79 @@ def agree_to_fallback(accepted: bool, ask) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
+# What the course sets in JupyterLab and Jupyter Server, written below this Python's prefix (sys.prefix: the .venv).
+LAB_SETTINGS = {
+    # closing a notebook's tab shuts its kernel down (JupyterLab's default keeps it running, unseen)
+    "@jupyterlab/notebook-extension:tracker": {"kernelShutdown": True},
+}
+IDLE_HOUR = 3600
+SERVER_SETTINGS = {
+    # a kernel that ran nothing for an hour is shut down, even with its tab open: tabs opened from links pile up
+    "MappingKernelManager": {"cull_idle_timeout": IDLE_HOUR, "cull_interval": 300, "cull_connected": True},
+}
+SERVER_MARK = "# Written by the inferlab course's install.py"
+
+
+def keep_views_readable(model, **_):
+    """Jupyter Server's pre-save hook: a widget view whose model state is not saved with the notebook is saved as its
+    text/HTML instead (every course view carries one). JupyterLab saves no widget state by default, so a learner's
+    own notebook, reopened, read "Error displaying widget: model not found" where each view was (issue 50)."""
+    view_mime, state_mime = "application/vnd.jupyter.widget-view+json", "application/vnd.jupyter.widget-state+json"
+    notebook = model.get("content") if model.get("type") == "notebook" else None
+    if not isinstance(notebook, dict):
+        return
+    widgets = (notebook.get("metadata") or {}).get("widgets") or {}
+    saved = (widgets.get(state_mime) or {}).get("state") or {}
+    for cell in notebook.get("cells") or []:
+        for output in cell.get("outputs") or []:
+            data = output.get("data") if isinstance(output, dict) else None
+            view = data.get(view_mime) if isinstance(data, dict) else None
+            if isinstance(view, dict) and view.get("model_id") and view["model_id"] not in saved and len(data) > 1:
+                del data[view_mime]
+
+
+def server_config() -> str:
+    """The course's ``jupyter_server_config.py``: the kernel culling of ``SERVER_SETTINGS`` and the pre-save hook
+    (a hook is a Python callable, so this config is Python; its source is copied from this file)."""
+    import inspect
+
+    lines = [f"{SERVER_MARK}; each run writes it anew. Jupyter prefers a virtual",
+             "# environment's config to ~/.jupyter: change a setting for one server on the command line instead, e.g.",
+             "# jupyter lab --MappingKernelManager.cull_idle_timeout=0 (0: no culling).", "", ""]
+    lines += [inspect.getsource(keep_views_readable), ""]
+    lines += [f"c.{section}.{key} = {value!r}" for section, keys in SERVER_SETTINGS.items() for key, value in
+              keys.items()]
+    lines += ["c.FileContentsManager.pre_save_hook = keep_views_readable", ""]
+    return "\n".join(lines)
+
+
+def jupyter_settings(prefix: Path) -> dict[Path, str]:
+    """The course's settings files for the Jupyter under ``prefix``, and their text: JupyterLab's app settings (a file
+    of the course's own in ``overrides.d``, read by jupyterlab_server from ``{sys.prefix}/share/jupyter/lab/settings``)
+    and the server's config (``{sys.prefix}/etc/jupyter``, on Jupyter's config path)."""
+    return {prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "inferlab.json":
+            json.dumps(LAB_SETTINGS, indent=2) + "\n",
+            prefix / "etc" / "jupyter" / "jupyter_server_config.py": server_config()}
+
+
+def write_jupyter_settings(prefix: Path) -> bool:
+    """Write ``jupyter_settings(prefix)``; False, and one line saying so, where a file cannot be written or a server
+    config that install.py did not write is there already (it is left as it is)."""
+    for path, text in jupyter_settings(prefix).items():
+        try:
+            if path.suffix == ".py" and path.is_file() and not path.read_text(encoding="utf-8").startswith(SERVER_MARK):
+                raise OSError(f"{path.name} of your own is there; install.py leaves it as it is")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text, encoding="utf-8")
+        except OSError as e:
+            print(f"install: could not write {path} ({e.strerror or e}). The course works without it, but a notebook "
+                  "you saved may show \"model not found\" where its views were when reopened, and idle kernels keep "
+                  "their memory (Kernel > Shut Down All Kernels... frees it). Fix: run install.py with the Python of "
+                  "the course's .venv.", file=sys.stderr)
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None) -> int:
     ap = argparse.ArgumentParser(prog="python3 install.py", description=__doc__.splitlines()[0])
     group = ap.add_mutually_exclusive_group()
@@ -226,6 +308,8 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
                     if big else "   (if the CPU index fails)")
             print("would run:", " ".join(cmd) + note)
         print("would run:", " ".join(requirements), f"   (in {HERE})")
+        for path in jupyter_settings(PREFIX):
+            print("would write:", path)
         return 0
     for cmd in remove:
         run(cmd)
@@ -247,7 +331,10 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
                   "Fix: check the network, then run python3 install.py again.", file=sys.stderr)
             return 1
     # from the course's folder: requirements.txt installs the library with `-e .`, relative to the working folder
-    return run(requirements, cwd=HERE).returncode
+    code = run(requirements, cwd=HERE).returncode
+    if code == 0:
+        write_jupyter_settings(PREFIX)
+    return code
 
 
 if __name__ == "__main__":

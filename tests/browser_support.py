@@ -83,6 +83,18 @@ def readme_command(readme: str = "README.md") -> list[str]:
     return shlex.split(line.split("jupyter lab ", 1)[1])
 
 
+def install_module():
+    """The course's install.py as a module (it is a script at the top of the course, not part of the library)."""
+    import importlib.util
+
+    if "course_install" not in sys.modules:
+        spec = importlib.util.spec_from_file_location("course_install", ROOT / "install.py")
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up there
+        spec.loader.exec_module(module)
+    return sys.modules["course_install"]
+
+
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory):
     """JupyterLab on localhost, started the README's way in a scratch copy of the course (running the notebooks
@@ -96,13 +108,18 @@ def lab(tmp_path_factory):
     settings = root / "cfg" / "lab" / "user-settings" / "@jupyterlab" / "apputils-extension"
     settings.mkdir(parents=True)
     (settings / "notification.jupyterlab-settings").write_text('{"fetchNews": "false", "checkForUpdates": false}')
+    # install.py's Jupyter settings (views saved as text without their state, kernels shut down), written as it writes
+    # them into the .venv, here into a scratch prefix this JupyterLab reads: tested even where install.py did not run
+    prefix = root / "prefix"
+    assert install_module().write_jupyter_settings(prefix)
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "INFERLAB_MODEL": "bundled", "JUPYTER_CONFIG_DIR": str(root / "cfg"),
-           "JUPYTER_RUNTIME_DIR": str(root / "runtime")}
+           "JUPYTER_RUNTIME_DIR": str(root / "runtime"), "JUPYTER_CONFIG_PATH": str(prefix / "etc" / "jupyter")}
     log = open(root / "lab.log", "w")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
         [sys.executable, "-m", "jupyter", "lab", *readme_command(), "--no-browser", f"--port={port}",
          "--ip=127.0.0.1", f"--ServerApp.token={token}", "--ServerApp.password=",
-         "--LabApp.expose_app_in_browser=True", "--ServerApp.allow_root=True"],
+         "--LabApp.expose_app_in_browser=True", "--ServerApp.allow_root=True",
+         f"--LabApp.app_settings_dir={prefix / 'share' / 'jupyter' / 'lab' / 'settings'}"],
         cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
     base = f"http://127.0.0.1:{port}"
     try:

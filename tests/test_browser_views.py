@@ -141,8 +141,8 @@ m = il.load("bundled", verbose=False)
 ids = m.encode("ROMEO. My lord, my lord, what say you?")
 pat = A.record_patterns(m, ids)
 display(wa.lines_view(pat))
-display(wa.ablation_view(lambda hs: heads.ablate(m, ids, hs), lambda i: m.decode([i]), m.info.n_layer,
-                         m.info.n_head, start=(1, 0)))"""
+display(wa.ablation_view(lambda hs: heads.ablate(m, ids, hs), m.decode, m.info.n_layer, m.info.n_head,
+                         start=(1, 0)))"""
 
 
 # A figure whose two-line title runs to the right edge, where plotly's toolbar appears on hover (a title of two
@@ -270,6 +270,19 @@ def test_lines_view_and_ablation_in_jupyterlab(views_page):
         page.wait_for_function("([sel, old]) => { const f = document.querySelector(sel);"
                                " return f && f.innerHTML !== old; }",
                                arg=[".inferlab-lines-view .js-plotly-plot", before], timeout=30_000)
+        # every head: its long caption once made the view wider than the output (a horizontal scrollbar) and pushed
+        # the heatmap below the lines (newcomer review, round three, defect 10)
+        lines.locator(".inferlab-lines-head select").select_option(index=0)
+        page.wait_for_function("() => /only weights/.test(document.querySelector('.inferlab-lines-svg').innerText)",
+                               timeout=30_000)
+        page.wait_for_timeout(500)  # the heatmap redraws after the lines
+        widths = lines.evaluate("(e) => { const o = e.closest('.jp-OutputArea-output');"
+                                " return [o.scrollWidth, o.clientWidth, e.scrollWidth, e.clientWidth]; }")
+        assert widths[0] <= widths[1] + 1 and widths[2] <= widths[3] + 1, f"every head overflows: {widths}"
+        svg_box = lines.locator(".inferlab-lines-svg svg").first.bounding_box()
+        map_box = lines.locator(".js-plotly-plot").first.bounding_box()
+        assert svg_box["x"] + svg_box["width"] <= map_box["x"] + 1 and abs(svg_box["y"] - map_box["y"]) < 160, (
+            f"every head: the heatmap left the lines' side at 1280 px: lines {svg_box}, heatmap {map_box}")
         ablation = page.locator(".inferlab-ablation").first
         result = ablation.locator(".inferlab-ablation-result").first
         result.wait_for(timeout=60_000)

@@ -228,3 +228,19 @@ def test_ablation_narration_tells_a_real_change_from_next_to_nothing():
     assert "real change" in n03.ablation(made(2.01, 0.2), "the second copy")  # the distribution moved
     quiet = n03.ablation(made(2.015, 0.01), "the second copy")
     assert "next to nothing" in quiet and "(+0.015)" in quiet and "layer 2, head 1" in quiet
+
+
+def test_ablation_bars_show_bytes_and_stay_apart(model, pat):
+    """03's ablation bars named byte tokens ``'·�'`` and ``'�'`` (newcomer review, round three, defect 8), and two
+    tokens printed alike shared one bar. Given ``m.decode`` the bars show the bytes, each bar with its id."""
+    ab = heads.ablate(model, pat.ids, [(1, 2)])
+    byte_ids = model.encode("床前")  # tokens of part of a character
+    ab.probs[byte_ids] = 0.2  # make them likely: among the top 8
+    fig = vh.ablation_figure(ab, model.decode)
+    names = list(fig.data[0].x)
+    assert len(set(names)) == len(names) == 8 and not any("\ufffd" in n for n in names), names
+    assert f"'⟨e5⟩⟨ba⟩' {byte_ids[0]}" in names
+    view = wa.ablation_view(lambda specs: ab, model.decode, model.info.n_layer, model.info.n_head, start=(1, 2))
+    assert list(view.figures["next"].data[0].x) == names
+    old = wa.ablation_view(lambda specs: ab, lambda i: model.decode([i]), model.info.n_layer, model.info.n_head)
+    assert len(set(old.figures["next"].data[0].x)) == 8  # id -> text still works; the ids keep the bars apart

@@ -66,6 +66,13 @@ class FakePip:
         return subprocess.CompletedProcess(cmd, 1 if any(f in cmd for f in self.failing) else 0)
 
 
+@pytest.fixture(autouse=True)
+def scratch_prefix(monkeypatch, tmp_path):
+    """main() writes Jupyter's settings into this scratch prefix, not into the .venv running the tests."""
+    monkeypatch.setattr(install, "PREFIX", tmp_path / "venv")
+    return tmp_path / "venv"
+
+
 @pytest.fixture
 def no_gpu_linux(monkeypatch):
     monkeypatch.setattr(install.sys, "platform", "linux")
@@ -237,3 +244,122 @@ def test_workshop_guide_installs_through_install_py():
     blocks = "\n".join(re.findall(r"```bash\n(.*?)```", guide, re.S))
     assert "pip install -r" not in blocks
     assert re.search(r"/opt/tljh/user/bin/python \S*install\.py", blocks)
+
+
+# ------------------------------------------------------------------------------------------- Jupyter's settings
+# Issue 50: a learner's own notebook, reopened, showed "Error displaying widget: model not found" where its views were
+# (JupyterLab saves no widget state by default), and kernels piled up (one per notebook opened from a link).
+# test_browser_lab.py starts its JupyterLab with these files and reopens a notebook that ran.
+VIEW, STATE = "application/vnd.jupyter.widget-view+json", "application/vnd.jupyter.widget-state+json"
+
+
+def _server_config(path: Path):
+    """What the written jupyter_server_config.py sets, read the way Jupyter reads it (traitlets' loader)."""
+    from traitlets.config.loader import PyFileConfigLoader
+
+    return PyFileConfigLoader(path.name, str(path.parent)).load_config()
+
+
+def test_install_writes_jupyters_settings_after_the_requirements(no_gpu_linux, scratch_prefix):
+    import json
+
+    assert install.main([], run=FakePip(torch_version="2.13.0+cpu")) == 0
+    lab = scratch_prefix / "share" / "jupyter" / "lab" / "settings" / "overrides.d" / "inferlab.json"
+    assert json.loads(lab.read_text())["@jupyterlab/notebook-extension:tracker"] == {"kernelShutdown": True}
+    config = _server_config(scratch_prefix / "etc" / "jupyter" / "jupyter_server_config.py")
+    culling = config.MappingKernelManager
+    assert culling.cull_idle_timeout == 3600 and culling.cull_connected is True and culling.cull_interval == 300
+    assert config.FileContentsManager.pre_save_hook.__name__ == "keep_views_readable"
+    assert install.main([], run=FakePip(torch_version="2.13.0+cpu")) == 0  # a rerun writes its own files anew
+
+
+def test_no_settings_when_pip_fails_or_on_a_dry_run(no_gpu_linux, scratch_prefix, capsys):
+    assert install.main([], run=FakePip(torch_version="2.13.0+cpu", failing=("-r",))) == 1
+    assert not scratch_prefix.exists()
+    assert install.main(["--dry-run"], run=FakePip(torch_version="2.13.0+cpu")) == 0
+    assert not scratch_prefix.exists() and "would write: " + str(scratch_prefix / "etc") in capsys.readouterr().out
+
+
+def test_settings_that_cannot_be_written_are_one_line_not_a_failure(no_gpu_linux, scratch_prefix, capsys):
+    scratch_prefix.parent.mkdir(exist_ok=True)
+    scratch_prefix.write_text("a file where the prefix's folders would go")
+    assert install.main([], run=FakePip(torch_version="2.13.0+cpu")) == 0  # the course is installed all the same
+    assert "could not write" in capsys.readouterr().err
+
+
+def test_a_server_config_of_the_learners_own_is_left_alone(no_gpu_linux, scratch_prefix, capsys):
+    mine = scratch_prefix / "etc" / "jupyter" / "jupyter_server_config.py"
+    mine.parent.mkdir(parents=True)
+    mine.write_text("c.ServerApp.port = 9999\n")
+    assert install.main([], run=FakePip(torch_version="2.13.0+cpu")) == 0
+    assert mine.read_text() == "c.ServerApp.port = 9999\n" and "of your own" in capsys.readouterr().err
+
+
+def test_settings_go_where_this_jupyter_reads_them_under_names_it_knows(tmp_path, monkeypatch):
+    """The files land in the folders the installed JupyterLab and Jupyter Server read for this Python, they read them
+    (a config in the server's ``.d`` folder, for one, is read for extension switches only), and each setting is one
+    the installed versions define: a renamed setting would be ignored without a word."""
+    import json
+
+    from jupyter_core.paths import jupyter_config_path, jupyter_path
+    from jupyter_server.serverapp import ServerApp
+    from jupyterlab.labapp import LabApp
+    from jupyterlab_server.settings_utils import _get_overrides
+
+    lab, server = install.jupyter_settings(Path(sys.prefix))
+    assert lab.parent.parent == Path(LabApp().app_settings_dir)
+    assert str(server.parent) in jupyter_config_path()
+    assert install.write_jupyter_settings(tmp_path)
+    lab, server = install.jupyter_settings(tmp_path)
+    assert _get_overrides(str(lab.parent.parent)) == (install.LAB_SETTINGS, "")
+    monkeypatch.setenv("JUPYTER_CONFIG_PATH", str(server.parent))
+    monkeypatch.setenv("JUPYTER_CONFIG_DIR", str(tmp_path / "user"))
+    app = ServerApp()
+    app.load_config_file()
+    assert app.config.MappingKernelManager.cull_idle_timeout == install.IDLE_HOUR
+    assert callable(app.config.FileContentsManager.pre_save_hook)
+    for plugin, settings in install.LAB_SETTINGS.items():
+        package, name = plugin.split(":")
+        schemas = [Path(d) / "lab" / "schemas" / package / f"{name}.json" for d in jupyter_path()]
+        schemas += [Path(d) / "labextensions" / package / "schemas" / package / f"{name}.json" for d in jupyter_path()]
+        schema = next((json.loads(f.read_text()) for f in schemas if f.is_file()), None)
+        assert schema is not None, f"no installed JupyterLab plugin {plugin}"
+        for key, value in settings.items():
+            assert schema["properties"][key]["type"] == "boolean" and isinstance(value, bool), (plugin, key)
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+    from jupyter_server.services.kernels.kernelmanager import MappingKernelManager
+
+    for key in install.SERVER_SETTINGS["MappingKernelManager"]:
+        assert MappingKernelManager.class_traits().get(key) is not None, key
+    assert FileContentsManager.class_traits().get("pre_save_hook") is not None
+
+
+def _view(model_id: str, *fallbacks: str) -> dict:
+    data = {VIEW: {"version_major": 2, "version_minor": 0, "model_id": model_id}}
+    return {"output_type": "display_data", "metadata": {}, "data": {**data, **dict.fromkeys(fallbacks, "as text")}}
+
+
+def test_the_pre_save_hook_saves_a_view_without_its_state_as_its_text():
+    outputs = [_view("stored", "text/html"), _view("run", "text/html", "text/plain"), _view("bare"),
+               {"output_type": "stream", "text": "hi"}]
+    widgets = {STATE: {"state": {"stored": {}}}}  # the state saved with the notebook: of the view "stored" only
+    nb = {"cells": [{"cell_type": "code", "outputs": outputs}], "metadata": {"widgets": widgets}}
+    install.keep_views_readable(model={"type": "notebook", "content": nb}, path="x.ipynb", contents_manager=None)
+    stored, run, bare, stream = nb["cells"][0]["outputs"]
+    assert VIEW in stored["data"]  # its state is saved: JupyterLab draws it from there
+    assert set(run["data"]) == {"text/html", "text/plain"}  # a view of this run: its text, not "model not found"
+    assert VIEW in bare["data"] and stream == {"output_type": "stream", "text": "hi"}  # nothing else to show: as it was
+    other = {"type": "file", "content": "text"}
+    install.keep_views_readable(model=other, path="x.txt")
+    assert other == {"type": "file", "content": "text"}
+
+
+def test_the_pre_save_hook_changes_no_stored_notebook():
+    """Every view in the course's stored notebooks has its state stored: saving one changes no byte (issue 29)."""
+    import json
+
+    for path in sorted((ROOT / "notebooks").rglob("*.ipynb")):
+        nb = json.loads(path.read_text(encoding="utf-8"))
+        before = json.dumps(nb)
+        install.keep_views_readable(model={"type": "notebook", "content": nb}, path=str(path))
+        assert json.dumps(nb) == before, f"{path.name}: a stored view without its state"

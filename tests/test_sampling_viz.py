@@ -326,3 +326,31 @@ def test_figures_keep_titles_clear_of_the_toolbar_and_make_room_for_tick_labels(
     assert fig.layout.margin.t >= viz.MODEBAR_PX + 28 and fig.layout.xaxis.automargin and fig.layout.yaxis.automargin
     two = viz.base_layout(go.Figure(), "A title<br><sub>and a second line</sub>")  # it grows upwards: more room
     assert two.layout.title.pad.t > title.pad.t and two.layout.margin.t > fig.layout.margin.t
+
+
+def test_stage_chart_leaves_room_for_its_titles_and_slanted_labels():
+    """06's stage chart (newcomer review, round three, defect 9): the figure's title overlapped the first panel's
+    title, and the labels at 45 degrees were cut at the bottom (``'·not' 407`` lost its quote). Estimated from the
+    layout: a title line about 22 px under its padding, a panel title about 18 px; a slanted label about 6.5 px a
+    column times sin 45 degrees, then the axis title, about 40 px."""
+    from inferlab.viz import text_width
+
+    pieces = [f"·token{i}" for i in range(10)]
+    fig = vs.stage_distributions(filter_stages(toy_logits(), il.SamplingConfig(temperature=0.8, top_k=3)), pieces,
+                                 k=10, title="'Romeo.\\nI will': after each stage")
+    lay = fig.layout
+    title_bottom = lay.title.pad.t + 22 * (1 + lay.title.text.count("<br>"))
+    assert lay.margin.t - 18 >= title_bottom, (lay.margin.t, title_bottom)
+    longest = max(text_width(x) for x in fig.data[0].x)
+    assert lay.margin.b >= 0.7 * 6.5 * longest + 40, (lay.margin.b, longest)
+
+
+def test_peek_bars_keep_a_long_bars_number_inside_the_figure():
+    """00's peek at T=0.65: the top bar reaches 0.94 of an axis fixed at 1, and its number "0.944" was cut at the
+    axis end ("0.9⁴"). The number may run past the axis into the right margin, which is wide enough for it."""
+    probs = torch.tensor([0.944, 0.03, 0.026], dtype=torch.float64)
+    fig = vs.candidate_bars(probs, ["a", "b", "c"], k=3, x_max=1.0)
+    bar = fig.data[0]
+    assert bar.text[0] == "0.944" and bar.textposition == "outside"
+    assert bar.cliponaxis is False
+    assert fig.layout.margin.r >= 6 * len(bar.text[0]) + 4, fig.layout.margin.r

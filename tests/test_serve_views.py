@@ -101,14 +101,29 @@ def test_load_curve_and_the_slo_slider():
     assert ws.best_within(grew, 1.0).rate == 2.0 and ws.best_within(grew, 10.0).rate == 2.0
     assert ws.best_within(points(0.2, 0.25, 0.9, 5.0, sustained=(False,) * 4), 10.0) is None
     view = ws.slo_picker(pts)
-    slider, note = view.children[:2]
+    slider, box, note = view.controls["slider"], view.controls["box"], view.children[1]
     slider.value = 300.0
-    assert "20.0 tokens/s" in note.value  # 2 requests/s is the best within 300 ms
+    assert "20.0 tokens/s" in note.value and box.value == 300  # 2 requests/s is the best within 300 ms
     slider.value = 100.0
-    assert "No rate" in note.value
+    assert "No rate" in note.value and "slider spans" not in note.value
     with pytest.raises(ValueError, match="LoadPoints"):
         vs.load_curve([1, 2])
 
+
+
+def test_the_slo_box_takes_a_value_past_the_sliders_end_and_says_so():
+    """A typed 50 ms below the slider's 100 ms end is used as typed, never clamped silently (review #50, 09_slo_50)."""
+    view = ws.slo_picker(points(0.2, 0.25, 0.9, 5.0))  # the slider spans 100 ms (half of 200) to 10 s
+    slider, box, note = view.controls["slider"], view.controls["box"], view.children[1]
+    box.value = 50.0
+    assert box.value == 50.0 and slider.value == pytest.approx(100.0)  # the slider stops at its end, the box keeps 50
+    assert "within 50 ms" in note.value and "slider spans 100-10,000 ms" in note.value
+    box.value = 20_000.0  # past the top end: every sustained rate meets it
+    assert "20,000 ms" in note.value and "slider spans" in note.value and slider.value == pytest.approx(10_000.0)
+    box.value = 300.0  # inside the range again: the slider follows, no remark
+    assert slider.value == pytest.approx(300.0) and "20.0 tokens/s" in note.value and "slider spans" not in note.value
+    box.value = -5.0
+    assert "above 0" in note.value
 
 def test_gap_timeline_and_compare_bars(served):
     fig = vs.gap_timeline({"run": served}, {0, 1})
@@ -131,7 +146,7 @@ FINDINGS = {  # each finding in both outcomes: (the lesson holds, it does not)
                ({"contiguous max-length": (400, 380), "paged": (390, 380)}, 4.2, 4, 100)),
     "spread": ((SPREAD_WINS,), (SPREAD_LITTLE,)),
     "knee": ((points(0.2, 0.25, 0.9, 5.0, sustained=(True, True, True, False)), 1.0), (points(0.2, 0.25), 0.1)),
-    "chunks": ((2.0, 0.3, 2.1, 2.6, 64, 768, 0.02, 0.09), (0.2, 0.19, 0.3, 0.35, 64, 96, 0.02, 0.03)),
+    "chunks": ((2.0, 0.3, 2.1, 2.6, 64, 768, 0.02, 0.25), (0.2, 0.19, 0.3, 0.35, 64, 96, 0.02, 0.17)),
     "prefix": ((1.2, 0.2, 256, 1792), (0.5, 0.45, 32, 64)),
     "peer": ((SimpleNamespace(requests=8, new_tokens=32, tokens_per_s={"inferlab.serve": 30.0, "generate_batch": 28.0},
                               same_as_serve={"inferlab.serve": 8, "generate_batch": 8}),),
@@ -182,7 +197,7 @@ def test_the_knee_names_a_goodput_only_where_the_server_kept_up(zh):
     queue grew is never named, even within the SLO."""
     burst = points(0.2, 0.25, 0.5, 0.55, sustained=(True, True, False, False))
     kept = points(0.2, 0.25, 0.3, 0.35)
-    only_growing = points(2.0, 0.5, 0.6, 0.7, sustained=(True, False, False, False))
+    only_growing = points(0.5, 0.6, 0.7, 2.0, sustained=(False, False, False, True))  # the sustained rate: past the SLO
     for pts in (burst, kept, only_growing):
         chinese(n09.knee(pts, 1.0))
     i18n.set_language("en")
@@ -207,7 +222,7 @@ def test_the_knee_refuses_a_rate_above_the_measured_service_rate(zh):
 
 def test_chunked_decodes_slow_down_instead_of_stopping(zh):
     slowed = (0.8, 0.11, 0.8, 1.2, 64, 768, 0.022, 0.095)
-    kept = (0.8, 0.11, 0.8, 1.2, 64, 768, 0.022, 0.025)
+    kept = (0.8, 0.03, 0.8, 1.2, 64, 768, 0.022, 0.025)
     chinese(n09.chunks(*slowed)), chinese(n09.chunks(*kept))
     i18n.set_language("en")
     text = n09.chunks(*slowed)
@@ -242,7 +257,7 @@ def test_the_tpot_sentence_follows_the_numbers(zh):
 def test_the_long_prompts_cost_follows_the_numbers(zh):
     """The long prompt is said to pay for chunking only when its TTFT rose (a stored zh run: 931 ms whole, 862 ms in
     chunks, and the prose said it paid)."""
-    chinese(n09.chunks(2.0, 0.3, 0.93, 0.86, 64, 768, 0.02, 0.05))
+    chinese(n09.chunks(0.9, 0.1, 0.93, 0.86, 64, 768, 0.02, 0.09))
     i18n.set_language("en")
-    assert "lost nothing" in n09.chunks(2.0, 0.3, 0.93, 0.86, 64, 768, 0.02, 0.05)
-    assert "paid for it" in n09.chunks(2.0, 0.3, 0.58, 0.75, 64, 768, 0.02, 0.05)
+    assert "lost nothing" in n09.chunks(0.9, 0.1, 0.93, 0.86, 64, 768, 0.02, 0.09)
+    assert "paid for it" in n09.chunks(0.55, 0.1, 0.58, 0.75, 64, 768, 0.02, 0.09)

@@ -19,7 +19,8 @@ NOTEBOOKS = ["00_start_here", "01_tokens", "02_embeddings", "03_attention", "04_
              "10_speculative_decoding", "11_long_context"]
 SLOW_S = 11  # a cell over this in the stored run needs its own note, except the set-up cell (kernel start,
 # imports and loading the model: it heads every notebook, and the header's note covers it)
-NOTE = re.compile(r"⏱[^⏱]*?(\d+)\s*(?:s\b|秒)")
+MARK = r"(?:\*\*Run time:\*\*|\*\*运行时间\*\*：)"  # plain words, not "⏱": every font has them
+NOTE = re.compile(MARK + r"[^\n]*?(\d+)\s*(?:s\b|秒)")
 
 
 def _seconds(cell: dict) -> float:

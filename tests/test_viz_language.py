@@ -14,8 +14,9 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
+import inferlab as il
 from inferlab import attention as A
-from inferlab import cost, diversity, i18n, measure
+from inferlab import cost, diversity, i18n, measure, viz
 from inferlab.measure import Sweep
 from inferlab.sampling import SamplingConfig, filter_stages
 from inferlab.tokens import TextCost
@@ -202,3 +203,61 @@ def test_word_labels_move_apart_when_points_crowd():
                             ["mother", "father", "sister", "seven"])
     assert len(set(spots[:3])) == 3 and spots[3] == "top center"
     assert label_positions([], []) == []
+
+
+# ----------------------------------------------------------------------------- byte tokens name their character
+BYTES = ["床", "⟨e7⟩", "⟨9f⟩⟨a5⟩", "。", "⟨e5⟩"]  # 知 cut in two tokens; a character left unfinished at the end
+
+
+def test_every_figure_that_names_a_token_names_its_character(lang):
+    """A token holding part of a character names it wherever a figure names tokens (newcomer review, round three,
+    defect 8): attention's axes, the lines view and its token menu, the logit lens, the cache's positions."""
+    from inferlab.widgets import attention as wa
+
+    lang("zh")
+    assert viz.piece_characters(BYTES) == ["", "知", "知", "", ""]
+    rows = torch.tril(torch.ones(5, 5))
+    pat = A.Patterns([0, 1, 2, 3, 4], BYTES, (rows / rows.sum(-1, keepdim=True)).expand(1, 2, 5, 5).clone())
+    assert va.axis_labels(BYTES, [1, 2, 3, 4, 5])[1:3] == ["1 '⟨e7⟩' 属于 知 (id 2)", "2 '⟨9f⟩⟨a5⟩' 属于 知 (id 3)"]
+    ticks = va.pattern_figure(pat, 0, 0).layout.xaxis.ticktext
+    assert ticks[1] == "1 '⟨e7⟩' 属于 知" and ticks[4] == "4 '⟨e5⟩'"  # unfinished: the bytes alone
+    assert vh.token_labels(BYTES)[2] == "2 '⟨9f⟩⟨a5⟩' 属于 知"
+    assert "2 &#x27;⟨9f⟩⟨a5⟩&#x27; 属于 知" in vh.lines_svg(pat, 0, 0)  # not cut short: 20 columns
+    lines = wa.LinesView(pat)
+    assert ("1 '⟨e7⟩' 属于 知", 1) in lines.query.options
+    explorer = wa.AttentionExplorer(pat)
+    assert ("2 '⟨9f⟩⟨a5⟩' 属于 知", 2) in explorer.query.options
+    kv = [(torch.randn(1, 2, 5, 4),) * 2]
+    assert "1 ⟨e7⟩ 属于 知" in vk.kv_tensors_figure(kv, tokens=5, prompt_len=3, pieces=BYTES).data[0].x
+
+
+def _legend_below_plot_px(fig: go.Figure, legend_px: int = 26) -> float:
+    """Pixels from the plot's bottom edge down to the top of its (one-row) legend, from the layout alone."""
+    lay = fig.layout
+    height, top, bottom = lay.height, lay.margin.t, lay.margin.b
+    if lay.legend.yref == "container":  # y: a share of the whole figure, from its bottom edge
+        return bottom - (lay.legend.y * height + (legend_px if lay.legend.yanchor == "bottom" else 0))
+    return -lay.legend.y * (height - top - bottom)  # y: a share of the plot; the legend hangs below y < 0
+
+
+def test_timeline_legend_stays_below_the_axis_title(model, lang):
+    """zh/00's short timeline: the legend rode up into the axis title "从发出请求起的时间（ms）" (newcomer review,
+    round three, defect 8). Below the plot come the tick labels (about 20 px) and the axis title (about 28 px)."""
+    lang("zh")
+    fig = vl.timeline(il.generate(model, "床前明月光，", max_new_tokens=6, temperature=0))
+    assert fig.layout.xaxis.title.text == "从发出请求起的时间（ms）"
+    assert _legend_below_plot_px(fig) >= 20 + 28, _legend_below_plot_px(fig)
+    assert _legend_below_plot_px(fig) + 26 <= fig.layout.margin.b  # and the legend stays inside the figure
+
+
+def test_speculative_rounds_show_a_byte_tokens_bytes(model):
+    """10's verify rounds name each guess in the hover: a token of part of a character shows its bytes, not U+FFFD."""
+    from types import SimpleNamespace
+
+    from inferlab.viz import speculative as vsp
+
+    ids = model.encode("床前")  # tokens of part of a character
+    rounds = [SimpleNamespace(accepted=2, proposed=3, emitted=3, guesses=ids[:3], token=ids[3])]
+    fig = vsp.rounds_figure(SimpleNamespace(rounds=rounds, k=3), model)
+    shown = [c for t in fig.data for c in t.customdata]
+    assert not any("\ufffd" in c for c in shown) and "⟨e5⟩⟨ba⟩" in shown[0], shown

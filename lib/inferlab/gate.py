@@ -50,6 +50,9 @@ The rules (``judge``):
   explain a disturbed run away rather than have it re-executed.
 
 A live run that breaks a rule shows a banner in the cell ("this run was disturbed: re-run ... because ...").
+Narration reads numbers no record carries (a load sweep's TTFT, a kernel's repeats), so it checks them itself with
+the same thresholds (``noise``, ``falls``): where its numbers cannot come from a quiet run, it says so in one line
+(``rerun_cell``) instead of telling the lesson from them. Those checks judge a live cell only, never a stored run.
 Only full-scale runs are judged: the test scale (``inferlab.scale``) times one repeat on a test machine
 running two notebooks at once, which is not a lesson and never stored; its records are still displayed
 (empty), so the test suite runs this code.
@@ -359,6 +362,31 @@ def judge_edition(runs: Mapping[str, Sequence[dict]]) -> dict[str, Breach]:
             x=max(steps[name], steps[far]) / min(steps[name], steps[far]), limit=AGREE_X), ())
         del steps[name]
     return out
+
+
+# ----------------------------------------------------------------------------- checks narration runs itself
+def noise(repeats: Sequence[float]) -> float:
+    """The ``noise`` rule's measure of one point's repeats (seconds): their median over the fastest (1.0: all equal;
+    beyond ``NOISE_X``: disturbed)."""
+    return statistics.median(repeats) / min(repeats)
+
+
+def falls(values: Sequence[float]) -> tuple[int, int] | None:
+    """The first ``(i, j)``, ``i < j``, where a curve that cannot fall as its size grows (TTFT against the arrival
+    rate: more requests never get answered sooner) was more than ``SPIKE_X`` times higher at ``i`` than at ``j``, or
+    None. The ``spike`` rule for a curve's start, which ``spike`` leaves unjudged: the point at ``i`` was disturbed
+    (09's first rate once read 6.0 s where the quiet re-run read 124 ms)."""
+    for j in range(1, len(values)):
+        i = max(range(j), key=lambda k: values[k])
+        if values[i] > SPIKE_X * values[j]:
+            return i, j
+    return None
+
+
+def rerun_cell() -> str:
+    """The one line a narration adds where its numbers cannot come from a quiet run (Markdown)."""
+    return tr("**Other programs were using the CPU during this run**: re-run this cell, with nothing heavy running "
+              "beside it. These numbers are not the lesson.")
 
 
 # ----------------------------------------------------------------------------- the live side

@@ -52,7 +52,7 @@ QUIET_ENV = "INFERLAB_NO_SLOW_NOTE"  # "1": no line (stored runs and the test su
 def _slow_line(seconds: float) -> str:
     from .i18n import tr
 
-    text = tr("⏳ still running: {s:.0f} s so far (a slow cell; this line goes when it ends)", s=seconds)
+    text = tr("This cell is still running: {s:.0f} s so far (a slow cell; this line goes when it ends)", s=seconds)
     return f'<span style="color:#555;font-family:sans-serif">{html.escape(text)}</span>'
 
 

@@ -6,8 +6,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from .. import gate
 from ..heads import CHANCE_FACTOR, HEAD_KINDS, Ablation, HeadScores
 from ..i18n import by_language, tr
+from ..units import ms
 from . import join as _join
 
 ARTICLES = "00_start_here.ipynb#the-two-source-articles"
@@ -158,12 +162,33 @@ def ablation(ab: Ablation, what: str) -> str:
 
 
 def kernel_cost(ratio: float, tokens: int, repeats: int, mib: float, gpt2_layers: int, gpt2_heads: int,
-                gpt2_ctx: int, gpt2_mib: float) -> str:
-    """Eager against SDPA, and the memory a recorded prefill holds (it grows with T squared)."""
+                gpt2_ctx: int, gpt2_mib: float, runs: Sequence[Sequence[float]] = ()) -> str:
+    """Eager against SDPA, and the memory a recorded prefill holds (it grows with T squared).
+
+    ``ratio``: eager's median over SDPA's; above 1.15 eager is slower, below 1 / 1.15 faster, between them about
+    the same. ``runs``: each kernel's repeats (seconds, e.g. ``[s.times[0] for s in times.sweeps.values()]``);
+    where one kernel's median is beyond ``gate.NOISE_X`` times its fastest run, the run was disturbed and the
+    ratio is not read."""
     fields = {"ratio": ratio, "tokens": tokens, "repeats": repeats, "mib": mib}
-    if ratio > 1.15:
+    noisy = max(runs, key=gate.noise, default=None)
+    if noisy is not None and gate.noise(noisy) > gate.NOISE_X:
         speed = tr("Here eager took {ratio:.2f} x the time of SDPA for {tokens} tokens (medians of {repeats}), and "
                    "keeping every probability of that pass holds {mib:.2f} MiB. ", **fields)
+        speed += tr("One kernel's runs ranged from {fast} to {slow}, its median {x:.2f}x its fastest (a quiet run "
+                    "stays within {limit:g}x), so the ratio is not the kernels'. ", fast=ms(min(noisy)),
+                    slow=ms(max(noisy)), x=gate.noise(noisy), limit=gate.NOISE_X) + gate.rerun_cell()
+        speed += by_language(en=" ", zh="")
+    elif ratio > 1.15:
+        speed = tr("Here eager took {ratio:.2f} x the time of SDPA for {tokens} tokens (medians of {repeats}), and "
+                   "keeping every probability of that pass holds {mib:.2f} MiB. ", **fields)
+    elif ratio < 1 / 1.15:
+        speed = tr("Here eager took only {ratio:.2f} x the time of SDPA for {tokens} tokens (medians of {repeats}): "
+                   "the kernel that builds the whole T x T matrix was the faster one. At this size, where that "
+                   "matrix is still small, the two usually cost about the same, so a gap this wide most often means "
+                   "other programs were using the CPU while they were timed: re-run this cell; if it stays, SDPA's "
+                   "fused kernel is the slower one on this machine. Keeping every probability of that pass holds "
+                   "{mib:.2f} MiB. ",
+                   **fields)
     else:
         speed = tr("Here eager took {ratio:.2f} x the time of SDPA for {tokens} tokens (medians of {repeats}): at "
                    "this size the two kernels cost about the same, since the T x T matrix is still small, and keeping "

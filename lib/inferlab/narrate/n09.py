@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 
+from .. import gate
 from ..i18n import by_language, tr
 from ..serve.report import policy_text
 from ..units import ms
@@ -91,14 +92,27 @@ def paging(usage, fit_paged: float, fit_contiguous: float, longest: int) -> str:
 
 def knee(points, slo_s: float) -> str:
     """``LoadPoint``s over arrival rates: where TTFT p99 takes off, which rates the server sustained (finished as fast
-    as they arrived, ``SteadyState``), and the most throughput it sustains within ``slo_s`` (its goodput)."""
-    base = points[0].summary.ttft.p99
-    bent = next((p for p in points if p.summary.ttft.p99 > 3 * base), None)
+    as they arrived, ``SteadyState``), and the most throughput it sustains within ``slo_s`` (its goodput).
+
+    More requests never get answered sooner: where TTFT p99 fell by more than ``gate.SPIKE_X`` as the rate grew
+    (``gate.falls``), the slower point was disturbed and no knee or goodput is read from the curve. Below that, the
+    baseline is the lower of the first two rates' p99, so one slow first point does not hide the knee."""
+    p99 = [p.summary.ttft.p99 for p in points]
+    if fell := gate.falls(p99):
+        hi, lo = (points[k] for k in fell)
+        return tr("At {r0:.1f} requests/s the slowest 1% waited {t0} for a first token, yet at {r1:.1f} requests/s, "
+                  "with more requests arriving, only {t1}: more requests never get answered sooner, so the slower "
+                  "rate was disturbed. ", r0=hi.rate, t0=ms(hi.summary.ttft.p99), r1=lo.rate,
+                  t1=ms(lo.summary.ttft.p99)) + gate.rerun_cell()
+    first = min(range(min(2, len(points))), key=lambda k: p99[k])
+    base = p99[first]
+    bent = next((p for p in points[first + 1:] if p.summary.ttft.p99 > 3 * base), None)
     over = [p for p in points if not p.steady.sustained]
     service = max((p.steady.finished_per_s for p in over), default=math.inf)  # what it finished when it could not
     within = [p for p in points if p.summary.ttft.p99 <= slo_s]
     ok = [p for p in within if p.steady.sustained and p.rate <= service]
-    text = tr("At {r0:.1f} requests/s the slowest 1% waited {t0} for a first token. ", r0=points[0].rate, t0=ms(base))
+    text = tr("At {r0:.1f} requests/s the slowest 1% waited {t0} for a first token. ", r0=points[first].rate,
+              t0=ms(base))
     if bent is None:
         text += tr("Up to {r:.1f} requests/s it never tripled. ", r=points[-1].rate)
     else:
@@ -137,7 +151,12 @@ def chunks(whole_p99: float, chunked_p99: float, ttft_whole: float, ttft_chunked
            long_prompt: int, before: float, during: float) -> str:
     """The decoding requests' p99 time between tokens with and without chunked prefill, the long prompt's TTFT, and
     (chunked run, ``compare.gap_phases``) the decodes' median gap ``before`` the long prompt arrived and ``during``
-    its chunks."""
+    its chunks.
+
+    Neither run can make a decode wait longer than the prompt's own reading does: read whole, the stall is the one
+    step that reads it (within its TTFT); in chunks, every step of the chunks costs about their median gap. A p99
+    beyond ``gate.SPIKE_X`` times that was another program's doing, and the finding says so instead of blaming the
+    prompt."""
     text = tr("While a {n}-token prompt was read, the requests already decoding waited up to {w} between two tokens "
               "(p99) when it was read whole, and {c} when it was read in chunks of {k} (**{x:.2f}x**). ", n=long_prompt,
               w=ms(whole_p99), c=ms(chunked_p99), k=chunk, x=chunked_p99 / whole_p99)
@@ -145,6 +164,22 @@ def chunks(whole_p99: float, chunked_p99: float, ttft_whole: float, ttft_chunked
                "steps with the others' decodes.", a=ms(ttft_whole), b=ms(ttft_chunked)) if ttft_chunked > ttft_whole
             else tr("The long prompt lost nothing on this run (TTFT {a} whole, {b} in chunks): the decodes beside its "
                     "chunks are short.", a=ms(ttft_whole), b=ms(ttft_chunked)))
+    stalls = []
+    if whole_p99 > gate.SPIKE_X * ttft_whole:
+        stalls.append(tr("read whole, a decode waited {w}, over {x:g}x the {t} the long prompt took to its first "
+                         "token", w=ms(whole_p99), x=gate.SPIKE_X, t=ms(ttft_whole)))
+    if chunked_p99 > gate.SPIKE_X * during:
+        stalls.append(tr("in chunks, a decode waited {c}, over {x:g}x the decodes' median gap of {d} while the "
+                         "chunks ran", c=ms(chunked_p99), x=gate.SPIKE_X, d=ms(during)))
+    if stalls:
+        return text + tr("Those waits were longer than reading the prompt can make them ({why}). ",
+                         why=by_language(en="; ", zh="；").join(stalls)) + gate.rerun_cell()
+    if chunked_p99 > 0.7 * whole_p99 and long_prompt >= 4 * chunk:
+        return text + tr("Chunks did not smooth the decodes much here, although reading the prompt whole put "
+                         "{parts:.0f} chunks' worth of tokens into one step: that step was not much longer than a "
+                         "chunked one. A step's fixed cost can hide its tokens (a fast accelerator, a small model); "
+                         "on a CPU this usually means other programs were using it: re-run this cell. ",
+                         parts=long_prompt / chunk) + cost
     if chunked_p99 > 0.7 * whole_p99:
         return text + tr("Chunks did not smooth the decodes much here: the prompt was short enough that a whole "
                          "prefill step was not much longer than a chunked one. ") + cost

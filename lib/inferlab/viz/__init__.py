@@ -21,11 +21,15 @@ chosen at that moment (``il.set_language("zh")``); the font list falls back to a
 from __future__ import annotations
 
 import os
+import re
 import sys
 import unicodedata
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 import plotly.io as pio
+
+from ..i18n import tr
 
 TEMPLATE = "plotly_white"
 PALETTE = ("#4C78A8", "#F58518", "#54A24B", "#E45756", "#72B7B2", "#EECA3B", "#B279A2", "#FF9DA6",
@@ -127,6 +131,35 @@ def character_at(full: bytes, a: int, b: int) -> str:
         return full[a:b].decode("utf-8")
     except UnicodeDecodeError:
         return ""
+
+
+_BYTE = re.compile(r"⟨([0-9a-f]{2})⟩")
+
+
+def piece_characters(pieces: Sequence[str]) -> list[str]:
+    """For each piece of one token sequence, the character its bytes are part of; ``""`` for a piece of whole
+    characters and for a character the sequence leaves unfinished.
+
+    The pieces are spelled as ``tokens.piece_text`` spells them (a trace's, a recorded pattern's): bytes of part of
+    a character as ``⟨e7⟩``. The bytes of the pieces around tell which character: ``["⟨e7⟩", "⟨9f⟩⟨a5⟩"]`` ->
+    ``["知", "知"]``. Label a token with ``name_character(label, chars)``.
+    """
+    split = [_BYTE.split(p) for p in pieces]  # text, hex, text, hex, ..., text
+    raws = [b"".join(t.encode("utf-8") + bytes.fromhex(h) for t, h in zip(parts[::2], [*parts[1::2], ""]))
+            for parts in split]
+    full, out, start = b"".join(raws), [], 0
+    for piece, raw, parts in zip(pieces, raws, split):
+        # the bytes themselves, not the plain text around them, point at the character
+        a, b = start + len(parts[0].encode("utf-8")), start + len(raw) - len(parts[-1].encode("utf-8"))
+        start += len(raw)
+        out.append(character_at(full, a, b) if "⟨" in piece else "")
+    return out
+
+
+def name_character(label: str, chars: str) -> str:
+    """A token's ``label`` naming the character its bytes are part of, as 01's chips do: ``'⟨e7⟩' of 知``
+    (``属于`` in Chinese); ``label`` unchanged when ``chars`` is ``""``."""
+    return f"{label} {tr('of {chars}', chars=show_token(chars))}" if chars else label
 
 
 def show_token(piece: str) -> str:

@@ -18,16 +18,17 @@ from ..attention import LayerByHand, Patterns
 from ..i18n import tr
 from ..measure.kernels import KernelComparison
 from ..trace import Trace
-from . import PALETTE, base_layout, require, show_token
+from . import PALETTE, base_layout, name_character, piece_characters, require, show_token
 
 SCALE = "Blues"
 
 
 def axis_labels(pieces: Sequence[str], ids: Sequence[int] | None = None, start: int = 0) -> list[str]:
-    """Category labels ``"pos 'piece' (id N)"``, unique thanks to the position (repeated pieces stay apart)."""
+    """Category labels ``"pos 'piece' (id N)"``, unique thanks to the position (repeated pieces stay apart); a piece
+    of a character's bytes names it: ``"3 '⟨e5⟩⟨ba⟩' of 床 (id 161)"``."""
     ids = ids if ids is not None else [None] * len(pieces)
-    return [f"{start + i} {show_token(p)!r}" + ("" if t is None else f" (id {t})")
-            for i, (p, t) in enumerate(zip(pieces, ids))]
+    return [name_character(f"{start + i} {show_token(p)!r}", c) + ("" if t is None else f" (id {t})")
+            for i, (p, t, c) in enumerate(zip(pieces, ids, piece_characters(pieces)))]
 
 
 def axis_ticks(labels: Sequence[str], max_ticks: int = 40) -> dict:

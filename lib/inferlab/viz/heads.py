@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 import itertools
 import math
+from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
 import torch
@@ -19,17 +20,26 @@ from ..attention import Patterns
 from ..heads import Ablation, HeadScores
 from ..i18n import tr
 from ..logit_lens import LogitLens
-from . import PALETTE, base_layout, clip, require, show_token
+from . import PALETTE, base_layout, clip, name_character, piece_characters, require, show_token
 from .attention import SCALE, axis_labels, axis_ticks, heat_z
+from .sampling import piece
 
 MAX_WIDTH = 8.0  # pixels: the width of a line carrying all of a query's weight
+LABEL_COLUMNS = 18  # a token's position and text in the lines view, cut to this many columns (a Chinese character
+# takes two); the character a piece of bytes is part of follows whole
 CROWDED = 0.15  # every head x every token: only weights from here up are drawn (a hairball otherwise)
 _SVG_IDS = itertools.count()
 
 
-def token_label(position: int, piece: str) -> str:
-    """A token as the lines view names it: position and quoted text, ``3 '·be'`` (a space shows as ``·``)."""
-    return f"{position} '{show_token(piece)}'"
+def token_label(position: int, piece: str, chars: str = "") -> str:
+    """A token as the lines view names it: position and quoted text, ``3 '·be'`` (a space shows as ``·``); a piece
+    of a character's bytes also names the character (``chars``, from ``piece_characters``): ``3 '⟨e5⟩' of 床``."""
+    return name_character(f"{position} '{show_token(piece)}'", chars)
+
+
+def token_labels(pieces: Sequence[str]) -> list[str]:
+    """``token_label`` of every piece of one sequence (``patterns.pieces``), bytes naming their character."""
+    return [token_label(i, p, c) for i, (p, c) in enumerate(zip(pieces, piece_characters(pieces)))]
 
 
 def line_segments(attention: torch.Tensor, *, query: int | None = None,
@@ -69,7 +79,7 @@ def lines_figure(patterns: Patterns, layer: int, head: int | None = None, *, que
         for q, k, wt in line_segments(patterns.attention[layer, h], query=query, min_weight=min_weight):
             shapes.append({"type": "line", "x0": 0.12, "y0": q, "x1": 0.88, "y1": k, "layer": "below",
                            "line": {"color": color, "width": round(max_width * wt, 3)}})
-    labels = [token_label(i, p) for i, p in enumerate(patterns.pieces)]
+    labels = token_labels(patterns.pieces)
     fig = go.Figure([go.Scatter(x=[0.1] * T, y=list(range(T)), mode="text", text=labels, textposition="middle left",
                                 hovertemplate=tr("%{text} (looking)") + "<extra></extra>", showlegend=False),
                      go.Scatter(x=[0.9] * T, y=list(range(T)), mode="text", text=labels,
@@ -106,10 +116,10 @@ def lines_svg(patterns: Patterns, layer: int, head: int | None = None, *, query:
     crowded = head is None and query is None
     floor = max(min_weight, CROWDED) if crowded else min_weight
     heads = range(H) if head is None else [head]
-    row, top, width = 22, 16, 380  # narrow, as BertViz's: the heatmap fits beside it at a laptop's width
-    left, right = 135, width - 135
+    row, top, width = 22, 16, 400  # narrow, as BertViz's: the heatmap fits beside it at a laptop's width
+    left, right = 150, width - 150  # room for a label such as 12 '⟨e5⟩⟨ba⟩' 属于 床前
     uid = f"il-lines-{next(_SVG_IDS)}"
-    labels = [token_label(i, p) for i, p in enumerate(patterns.pieces)]
+    labels = token_labels(patterns.pieces)
     parts, css = [], []
     for h in heads:
         color = PALETTE[h % len(PALETTE)]
@@ -119,8 +129,8 @@ def lines_svg(patterns: Patterns, layer: int, head: int | None = None, *, query:
             parts.append(f'<line class="q{q} k{k}" x1="{left}" y1="{top + row * q}" x2="{right}" '
                          f'y2="{top + row * k}" stroke="{color}" stroke-opacity="0.75" '
                          f'stroke-width="{round(max_width * wt, 3)}"><title>{tip}</title></line>')
-    for i, text in enumerate(labels):
-        shown = html.escape(clip(text, 18))
+    for i, (text, chars) in enumerate(zip(patterns.pieces, piece_characters(patterns.pieces))):
+        shown = html.escape(name_character(clip(token_label(i, text), LABEL_COLUMNS), chars))  # the character whole
         parts.append(f'<text class="lq{i}" x="{left - 6}" y="{top + row * i + 4}" text-anchor="end">{shown}</text>')
         parts.append(f'<text class="rk{i}" x="{right + 6}" y="{top + row * i + 4}">{shown}</text>')
         css.append(f"#{uid}:has(.lq{i}:hover) line:not(.q{i}), #{uid}:has(.rk{i}:hover) line:not(.k{i})"
@@ -132,24 +142,30 @@ def lines_svg(patterns: Patterns, layer: int, head: int | None = None, *, query:
                               "to see all", floor=floor)
     hint = tr("Point at a token: only its lines stay lit.")
     height = top + row * T
-    return (f'<div class="inferlab-lines-svg" style="font-family:sans-serif;font-size:13px">'
+    # the caption wraps at the drawing's width (a long one, every head x every token, made the view wider than a
+    # laptop's screen and pushed the heatmap below)
+    return (f'<div class="inferlab-lines-svg" style="font-family:sans-serif;font-size:13px;width:{width}px">'
             f"<style>#{uid} text{{cursor:default}} {' '.join(css)}</style>"
             f"<div><b>{html.escape(caption)}</b><br><small>{html.escape(hint)}</small></div>"
             f'<svg id="{uid}" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
             f'style="font-size:12px">{"".join(parts)}</svg></div>')
 
 
-def ablation_figure(ablation: Ablation, pieces: dict[int, str], *, k: int = 8) -> go.Figure:
+def ablation_figure(ablation: Ablation, pieces, *, k: int = 8) -> go.Figure:
     """The ``k`` most likely next tokens with every head on, and their probabilities with the heads off.
 
-    ``pieces`` maps token id -> text for at least those ids (e.g. ``{i: m.decode([i]) for i in ...}``).
+    ``pieces`` is ``m.decode`` (a token of part of a character then shows its bytes, ``'⟨e6⟩'``, not U+FFFD), or a
+    dict token id -> text for at least those ids (e.g. ``{i: m.decode([i]) for i in ...}``). Each bar is named by
+    its text and id (two byte tokens can print alike).
     """
     require(isinstance(ablation, Ablation), tr("ablation must come from heads.ablate(m, ids, heads)."))
     top = ablation.probs.topk(k).indices.tolist()
-    missing = [i for i in top if i not in pieces]
-    require(not missing, tr("pieces has no text for ids {missing}. Fix: pass {{i: m.decode([i]) for i in ids}}.",
-                            missing=missing))
-    names = [f"{show_token(pieces[i])!r}" for i in top]
+    if isinstance(pieces, Mapping):
+        missing = [i for i in top if i not in pieces]
+        require(not missing, tr("pieces has no text for ids {missing}. Fix: pass {{i: m.decode([i]) for i in ids}}.",
+                                missing=missing))
+    texts = [piece(pieces, i) for i in top]  # m.decode, a dict or a list
+    names = [f"{show_token(t)!r} {i}" for t, i in zip(texts, top)]
     off = tr(", ").join(tr("layer {layer} (every head)", layer=a) if b is None
                         else tr("layer {layer} head {head}", layer=a, head=b) for a, b in ablation.heads)
     fig = go.Figure([

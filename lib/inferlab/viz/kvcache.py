@@ -20,7 +20,7 @@ from ..cache import CacheSnapshot
 from ..cost import Shape, kv_bytes_per_token
 from ..i18n import tr
 from ..measure.cache_on_off import CacheComparison
-from . import PALETTE, base_layout, require, rgba, show_token
+from . import PALETTE, base_layout, name_character, piece_characters, require, rgba, show_token
 
 PUBLISHED_NOTE = "computed from published configs, not measured"  # MemoryCase.source; shown translated
 
@@ -62,8 +62,9 @@ def kv_tensors_figure(layers, tokens: int | None = None, *, prompt_len: int = 0,
     fig = make_subplots(rows=n, cols=2, subplot_titles=titles, shared_xaxes=True,
                         vertical_spacing=min(0.08, 0.3 / n), horizontal_spacing=0.06)
     # one label per column (position and token text): hover shows it, and no per-cell text is stored
-    labels = [f"{p} {show_token(pieces[p])}" if pieces is not None and p < len(pieces) else str(p)
-              for p in range(tokens)]
+    chars = piece_characters(pieces) if pieces is not None else []  # a piece of a character's bytes names it
+    labels = [name_character(f"{p} {show_token(pieces[p])}", chars[p]) if pieces is not None and p < len(pieces)
+              else str(p) for p in range(tokens)]
     scale = max(float(t[seq, head, :tokens].abs().max()) for kv in layers for t in kv) or 1.0
     for i, kv in enumerate(layers):
         for j, (kind, t) in enumerate(zip("KV", kv)):

@@ -11,7 +11,6 @@ shares one axis vocabulary and one look, and the notebooks 00, 04, 05, 07 and 08
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -22,7 +21,7 @@ from ..i18n import by_language, tr
 from ..measure.sweeps import Sweep
 from ..timing import summarize
 from ..units import bound_text
-from . import PALETTE, base_layout, character_at, require, rgba, show_token
+from . import PALETTE, base_layout, name_character, piece_characters, require, rgba, show_token
 
 MS = 1e3
 JOB_COLORS = {"prefill": PALETTE[0], "TTFT": PALETTE[0], "decode": PALETTE[1], "decode step": PALETTE[1],
@@ -62,24 +61,10 @@ def _job_name(kind: str) -> str:
     return by_language(en=kind, zh={"prefill": "Prefill", "decode": "Decode"}.get(kind, kind))
 
 
-_BYTE = re.compile(r"⟨([0-9a-f]{2})⟩")
-
-
 def _pieces_with_characters(pieces: Sequence[str]) -> list[str]:
     """Each piece made visible; one holding bytes of a character (``⟨e7⟩``) also names it, as 01's chips and 06's
     labels do: ``⟨e7⟩ 属于 知``. A Chinese answer's timeline is otherwise all bytes (a character is 2-3 tokens)."""
-    split = [_BYTE.split(p) for p in pieces]  # text, hex, text, hex, ..., text
-    raws = [b"".join(t.encode("utf-8") + bytes.fromhex(h) for t, h in zip(parts[::2], [*parts[1::2], ""]))
-            for parts in split]
-    full, out, start = b"".join(raws), [], 0
-    for piece, raw, parts in zip(pieces, raws, split):
-        # the bytes themselves, not the plain text around them, point at the character
-        a, b = start + len(parts[0].encode("utf-8")), start + len(raw) - len(parts[-1].encode("utf-8"))
-        start += len(raw)
-        chars = character_at(full, a, b) if "⟨" in piece else ""
-        text = show_token(piece)
-        out.append(f"{text} {tr('of {chars}', chars=show_token(chars))}" if chars else text)
-    return out
+    return [name_character(show_token(p), c) for p, c in zip(pieces, piece_characters(pieces))]
 
 
 def timeline(trace, max_tokens: int = 40) -> go.Figure:
@@ -131,7 +116,10 @@ def timeline(trace, max_tokens: int = 40) -> go.Figure:
                 total=len(trace.steps)) if len(trace.steps) > len(steps) else tr("One streamed answer, token by token"))
     base_layout(fig, title, x=tr("time since the request (ms)"), height=max(360, 22 * len(rows) + 200))
     fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_layout(barmode="overlay", legend={"orientation": "h", "y": -0.12}, margin={"t": 110, "b": 90})
+    # The legend sits at the figure's bottom edge, below the axis title whatever the figure's height (a legend placed
+    # in the plot's units rode up into a long axis title, as Chinese's "从发出请求起的时间（ms）")
+    fig.update_layout(barmode="overlay", margin={"t": 110, "b": 110},
+                      legend={"orientation": "h", "yref": "container", "y": 0, "yanchor": "bottom", "x": 0})
     return fig
 
 

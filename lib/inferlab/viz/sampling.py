@@ -28,6 +28,7 @@ from ..sampling import STAGE_NAMES, FilterStages, Stage
 from . import PALETTE, base_layout, character_at, clip, require, show_token, text_width
 
 Decode = Callable[[list[int]], str] | Sequence[str] | Mapping[int, str]
+SUBPLOT_TITLE_PX = 24  # a panel's one-line title (12 px text) above its plot
 
 
 def stage_title(name: str) -> str:
@@ -137,12 +138,15 @@ def candidate_bars(probs, decode: Decode, k: int = 15, title: str | None = None,
     hover = [tr("token {token!r}<br>id {id}<br>rank {rank}<br>p = {p:.4f}<br>top {rank} together: {together:.3f}",
                 token=piece(decode, i), id=i, rank=r + 1, p=v, together=c)
              for r, (i, v, c) in enumerate(zip(ids, vals, cum))]
+    shown = [f"{v:.3g}" for v in vals]
+    # a bar reaching a fixed axis end (x_max) puts its number past the axis: drawn there, in the right margin
     fig = go.Figure(go.Bar(x=vals, y=labels, orientation="h", marker_color=PALETTE[0], hovertext=hover,
-                           hoverinfo="text", text=[f"{v:.3g}" for v in vals], textposition="outside"))
+                           hoverinfo="text", text=shown, textposition="outside", cliponaxis=False))
     fig.update_yaxes(autorange="reversed", type="category")
     fig.update_xaxes(tickformat=".2~g", range=[0, x_max if x_max is not None else 1.15 * max(vals)])
-    return base_layout(fig, title or tr("The model's top candidates"), x=tr("probability of being the next token"),
-                       y=tr("token (text, id)"), height=max(300, 28 * len(ids) + 120))
+    fig = base_layout(fig, title or tr("The model's top candidates"), x=tr("probability of being the next token"),
+                      y=tr("token (text, id)"), height=max(300, 28 * len(ids) + 120))
+    return fig.update_layout(margin={"r": 12 + 7 * max(len(t) for t in shown)})  # 12 px text: about 7 px a digit
 
 
 def tail_curve(probs, ks: Sequence[int] = (10, 100, 1000), title: str | None = None) -> go.Figure:
@@ -213,7 +217,12 @@ def stage_distributions(work: FilterStages, decode: Decode, k: int = 12, title: 
     fig.update_xaxes(title_text=tr("the model's {n} most likely tokens (text, id)", n=len(ids)),
                      row=len(STAGE_NAMES), col=1)
     fig.update_annotations(font_size=12)
-    return base_layout(fig, title or tr("The distribution after each stage"), height=190 * len(STAGE_NAMES) + 160)
+    fig = base_layout(fig, title or tr("The distribution after each stage"), height=190 * len(STAGE_NAMES) + 160)
+    # Room set here, not left to plotly's automargin (in JupyterLab the labels were cut at the bottom): above, the
+    # first panel's title under the figure's; below, the labels at 45 degrees (about 7 px a column at 12 px, times
+    # sin 45) and the axis title.
+    longest = max(text_width(label) for label in labels)
+    return fig.update_layout(margin={"t": fig.layout.margin.t + SUBPLOT_TITLE_PX, "b": round(0.72 * 7 * longest) + 60})
 
 
 def removed_mass(summary: Sequence[Stage], title: str | None = None) -> go.Figure:

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 
 from ..i18n import tr
 from . import PALETTE, base_layout, clip, require, show_token
+from .sampling import piece
 
 ACCEPTED, REJECTED, OWN = PALETTE[2], "#BAB0AC", PALETTE[0]
 
@@ -38,8 +39,8 @@ def verify_curves(costs: Mapping[str, object]) -> go.Figure:
                        tr("time over k = 1"), height=380)
 
 
-def _label(model, token: int) -> str:
-    return clip(show_token(model.decode([token])), 12)
+def _label(model, token: int) -> str:  # a token of part of a character shows its bytes (⟨e6⟩), not U+FFFD
+    return clip(show_token(piece(model.decode, token)), 12)
 
 
 def rounds_figure(trace, model, max_rounds: int = 30) -> go.Figure:

@@ -22,7 +22,6 @@ from ..heads import Ablation, HeadSpec
 from ..i18n import tr
 from ..viz import attention as va
 from ..viz import heads as vh
-from ..viz import show_token
 from . import error_box, message, show_figure, titled
 
 
@@ -92,7 +91,7 @@ class AttentionExplorer(_Readable, w.VBox):
         self._quiet = True
         self.layer.max, self.head.max = L - 1, H - 1
         self.layer.value, self.head.value = min(self.layer.value, L - 1), min(self.head.value, H - 1)
-        self.query.options = [(f"{i} {show_token(p)}", i) for i, p in enumerate(patterns.pieces)]
+        self.query.options = [(label, i) for i, label in enumerate(vh.token_labels(patterns.pieces))]
         self.query.value = T - 1
         self._quiet = False
         self.redraw()
@@ -169,7 +168,7 @@ class LinesView(_Readable, w.VBox):
         # one head to start: every head x every token at once is a hairball
         self.head = w.Dropdown(description=tr("head"), options=_head_options(H), value=0)
         self.query = w.Dropdown(description=tr("token"), options=[(tr("every token"), ALL)] + [
-            (vh.token_label(i, p), i) for i, p in enumerate(patterns.pieces)], layout=w.Layout(width="260px"))
+            (label, i) for i, label in enumerate(vh.token_labels(patterns.pieces))], layout=w.Layout(width="260px"))
         for control, name in ((self.layer, "layer"), (self.head, "head"), (self.query, "query")):
             control.add_class(f"inferlab-lines-{name}")
         # the lines as SVG with BertViz's hover (point at a token: its lines stay lit), the heatmap beside them;
@@ -215,10 +214,15 @@ def lines_view(patterns: Patterns) -> LinesView:
                    tr("Interactive view: run this cell in JupyterLab to pick a layer, a head and a token."))
 
 
+def _model_decode(decode) -> bool:
+    """Whether ``decode`` is a model's own ``m.decode`` (ids -> text, its tokenizer at hand), not ``id -> text``."""
+    return getattr(getattr(decode, "__self__", None), "tokenizer", None) is not None
+
+
 class AblationView(_Readable, w.VBox):
     """Pick a layer and a head (or the whole layer): ``run`` switches it off; see the loss and next tokens."""
 
-    def __init__(self, run: Callable[[list[HeadSpec]], Ablation], decode: Callable[[int], str], n_layer: int,
+    def __init__(self, run: Callable[[list[HeadSpec]], Ablation], decode: Callable, n_layer: int,
                  n_head: int, *, start: HeadSpec = (0, 0)) -> None:
         self.run, self.decode = run, decode
         self.ablation: Ablation | None = None
@@ -248,8 +252,11 @@ class AblationView(_Readable, w.VBox):
         self.result.value = message(tr("loss {before:.3f} -> {after:.3f} nats/token ({change:+.3f}); next-token "
                                        "distribution moved by {kl:.3g} bits (KL)", before=ab.loss,
                                        after=ab.loss_off, change=ab.loss_off - ab.loss, kl=ab.kl_bits), "info")
-        top = ab.probs.topk(8).indices.tolist()
-        self.figures["next"] = vh.ablation_figure(ab, {i: self.decode(i) for i in top})
+        if _model_decode(self.decode):  # m.decode itself: a token of part of a character shows its bytes
+            pieces = self.decode
+        else:
+            pieces = {i: self.decode(i) for i in ab.probs.topk(8).indices.tolist()}
+        self.figures["next"] = vh.ablation_figure(ab, pieces)
         show_figure(self.out, self.figures["next"], tr("next-token probabilities"))
 
     def summary(self) -> str:
@@ -263,11 +270,14 @@ class AblationView(_Readable, w.VBox):
                   after=ab.loss_off)
 
 
-def ablation_view(run: Callable[[list[HeadSpec]], Ablation], decode: Callable[[int], str], n_layer: int,
+def ablation_view(run: Callable[[list[HeadSpec]], Ablation], decode: Callable, n_layer: int,
                   n_head: int, *, start: HeadSpec = (0, 0)) -> AblationView:
     """Switch a head (or a layer's attention) off and see the change; ``run(heads) -> heads.Ablation``.
 
-    >>> ablation_view(lambda hs: heads.ablate(m, ids, hs), lambda i: m.decode([i]),  # doctest: +SKIP
+    ``decode`` names the next tokens: ``m.decode`` (a token of part of a character shows its bytes, ``'⟨e6⟩'``), or
+    a function id -> text such as ``lambda i: m.decode([i])`` (which prints such a token as U+FFFD).
+
+    >>> ablation_view(lambda hs: heads.ablate(m, ids, hs), m.decode,  # doctest: +SKIP
     ...               m.info.n_layer, m.info.n_head, start=(1, 3))
     """
     return _titled(AblationView(run, decode, n_layer, n_head, start=start),
