@@ -80,6 +80,10 @@ def test_benchmark_command_writes_json_and_table(tmp_path, capsys):
     assert result["torch"] in printed and "MKL:" in printed and "oneDNN:" in printed
     assert r["choices"]["fast"]["summary"] in printed  # which layout the fast path measured fastest
     assert result["command"].startswith("python -m inferlab.tools.bench")
+    # issue 47's targets: the batch-1 step against the read of its weights, batch 2 and 4, and generate()
+    assert "decode steps against their read floor" in printed and "batch-1 step / batch-4 step" in printed
+    assert "fast TPOT / generate() TPOT" in printed and "engine TPOT / generate() TPOT" in printed
+    assert set(r["step_floor"]["step_s"]) == {1, 2, 4} and r["step_floor"]["x_floor"][1] > 0
 
 
 def test_bench_profiles_each_path_through_the_measure_module(model):
@@ -212,3 +216,33 @@ def test_speculative_entry_refuses_bad_repeats_and_prints_each_row_with_its_verd
     lines = table.splitlines()
     assert lines[3].rstrip().endswith("PASS") and "100%" in lines[3], table
     assert lines[5].rstrip().endswith("FAIL") and "1.50x" in lines[5] and lines[6].strip() == "why", table
+
+
+# ----------------------------------------------------------------------------- a step against its read floor
+def test_each_step_is_judged_against_the_read_of_its_own_round(model, monkeypatch):
+    from inferlab.measure import step_floor as sf
+
+    # rounds where the machine streamed 4x slower once: the step of that round is judged against that round's read
+    fake = {"read": [1.0, 1.0, 4.0], "batch 1": [1.5, 1.6, 4.4], "batch 2": [1.5, 1.5, 6.0]}
+    monkeypatch.setattr(sf, "interleave", lambda runs, rounds: {k: fake[k] for k in runs})
+    got = sf.step_floor(model, (1, 2), context=4, rounds=3)
+    assert got.x_floor[1] == pytest.approx(1.5)  # median of 1.5, 1.6, 1.1 (not 1.6 / 1.0, the medians' ratio)
+    assert got.step_s == {1: 1.6, 2: 1.5} and got.read_s == 1.0
+    assert got.batch_one_against(2) == pytest.approx(1.6 / 1.5)
+    assert got.weight_bytes == sum(w.numel() * w.element_size() for w in sf.step_matrices(model))
+    rows = sf.decode_targets(got, {"variants": {"generate()": {"tpot_s": 0.010}, "fast": {"tpot_s": 0.004},
+                                                "engine": {"tpot_s": 0.0106}}})
+    verdicts = {r.measure: (round(r.value, 3), r.passed) for r in rows}
+    assert verdicts == {"fast path, batch-1 decode step / read floor (read in the same round)": (1.5, True),
+                        "batch-1 step / batch-2 step (no slower, within 5%)": (1.067, False),
+                        "fast TPOT / generate() TPOT": (0.4, True), "engine TPOT / generate() TPOT": (1.06, False)}
+
+
+def test_step_floor_refuses_bad_input_before_any_work(model):
+    from inferlab.measure.step_floor import step_floor
+
+    for kwargs, match in (({"batches": (0,)}, "batches"), ({"batches": (1.5,)}, "batches"),
+                          ({"context": 0}, "context"), ({"context": 10**6}, "context"), ({"rounds": 0}, "rounds"),
+                          ({"steps": True}, "steps")):
+        with pytest.raises((ValueError, TypeError), match=match):
+            step_floor(model, **kwargs)

@@ -8,11 +8,14 @@ import warnings
 
 import pytest
 import torch
+import torch.nn.functional as F
 
 import inferlab as il
 from inferlab import fast
 from inferlab.fast import choice as fast_choice
-from inferlab.fast.layouts import PACKED_ROWS, linear_packed, onednn_packing
+from inferlab.fast import decoder as fast_decoder
+from inferlab.fast import rows as fast_rows
+from inferlab.fast.layouts import PRODUCTS, ROW_COUNTS, RowPlan, linear_onednn, linear_packed, onednn_packing, pack
 from inferlab.measure import profiling
 
 PROMPT = "To be, or not to be, that is the question"
@@ -155,7 +158,7 @@ def test_compiled_step_matches(model):
 # ----------------------------------------------------------------------------- weights="auto": measured, remembered
 def fake_timings(winner: str, seen: list):
     """A stand-in for ``time_candidates``: ``winner`` steps in 1 ms, every other candidate in 2 ms; runs nothing."""
-    def timings(runs, device=None):
+    def timings(runs, device=None, rounds=None):
         seen.append(sorted(runs))
         return {k: 0.001 if k == winner else 0.002 for k in runs}
     return timings
@@ -173,7 +176,8 @@ def test_auto_takes_whichever_candidate_measured_fastest(model, monkeypatch, tmp
     monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))
     monkeypatch.setattr(fast_choice, "time_candidates", fake_timings(winner, seen))
     dec = fast.FastDecoder(model, 24, compile=True)
-    assert seen == [sorted(CPU_CANDIDATES)]  # every candidate was offered to the measurement
+    # every candidate was offered to the measurement (beside it: the packed candidate's rows, measured once)
+    assert [s for s in seen if "tied" in s] == [sorted(CPU_CANDIDATES)]
     assert fast_choice.label(dec.weights, dec.compiled) == dec.choice.winner == winner
     assert dec.choice.source == "measured" and dec.choice.margin == 2.0
     assert f"chosen: {winner} won: 1.00 ms/step, 2.00x faster than" in repr(dec)
@@ -191,7 +195,7 @@ def test_the_choice_is_cached_in_a_file_and_reused(model, monkeypatch, tmp_path)
     key = fast_choice.cache_key(model, batch=1, compile=False)
     assert stored[key]["weights"] == "tied" and not stored[key]["compiled"]
 
-    def no_measuring(runs, device=None):
+    def no_measuring(runs, device=None, rounds=None):
         raise AssertionError("a remembered choice must not be measured again")
 
     monkeypatch.setattr(fast_choice, "time_candidates", no_measuring)
@@ -213,7 +217,7 @@ def test_a_corrupt_cache_file_is_ignored_and_rewritten(model, monkeypatch, tmp_p
         dec = fast.FastDecoder(model, 24)
     assert dec.weights == "transposed" and dec.choice.source == "measured"
     stored = json.loads((tmp_path / "fast_choice.json").read_text())
-    assert [v["weights"] for v in stored.values()] == ["transposed"]
+    assert [v["weights"] for v in stored.values() if "weights" in v] == ["transposed"]  # (and the packed rows)
 
 
 def test_a_candidate_that_cannot_run_is_left_out_with_its_reason():
@@ -226,12 +230,75 @@ def test_a_candidate_that_cannot_run_is_left_out_with_its_reason():
 
 
 @pytest.mark.skipif(not onednn_packing(), reason="this PyTorch cannot pre-pack weights for oneDNN")
-def test_one_row_through_two_row_packed_weights_is_the_same_product():
-    # "packed" serves one row with the two-row kernel (padded, extra row dropped): the row's result must not change
+def test_rows_padded_to_any_count_give_the_unpadded_product():
+    # "packed" pads a product's rows to the count it streams fastest at (extra rows dropped): no row may change
     torch.manual_seed(0)
     w, b = torch.randn(96, 64), torch.randn(96)  # [out, in]
-    for rows in (1, 2, 3):
-        x = torch.randn(rows, 64)
-        got = linear_packed(x, torch.ops.mkldnn._reorder_linear_weight(w, max(rows, PACKED_ROWS)), b)
-        assert got.shape == (rows, 96)
-        assert torch.allclose(got, x @ w.T + b, atol=1e-4), rows
+    for n in (1, 2, 3):
+        x = torch.randn(n, 64)
+        plain_ = linear_onednn(x, pack(w, n), b, gelu=True)
+        for rows in (n, *ROW_COUNTS):
+            got = linear_packed(x, pack(w, rows), b, gelu=rows % 2 == 1, rows=rows)
+            want = F.gelu(x @ w.T + b, approximate="tanh") if rows % 2 == 1 else x @ w.T + b
+            assert got.shape == (n, 96)
+            assert torch.allclose(got, want, atol=1e-4), (n, rows)
+            if rows % 2 == 1:
+                assert torch.allclose(got, plain_, rtol=1e-5, atol=1e-6), (n, rows)
+
+
+def test_a_padded_plan_steps_the_unpadded_logits(model, monkeypatch):
+    # every product padded to 8 rows (a plan no machine may choose, so every padded branch runs) against none
+    if not onednn_packing():
+        pytest.skip("this PyTorch cannot pre-pack weights for oneDNN")
+    logits = {}
+    for name, plan in {"unpadded": RowPlan.unpadded(1), "padded": RowPlan(dict.fromkeys(PRODUCTS, 8))}.items():
+        monkeypatch.setattr(fast_decoder, "packed_rows", lambda model, batch, plan=plan: plan)
+        dec = fast.FastDecoder(model, 24, weights="packed")
+        assert dec.rows_plan == plan
+        steps = [dec.prefill([[model.eos_id] * 5])]
+        steps += [dec.step(t) for t in (11, 12, 13)]
+        steps.append(dec.extend([[14, 15, 16]]))  # a verify's three rows, padded to eight
+        logits[name] = steps
+    assert "padded: qkv 1 -> 8" in repr(dec)
+    for a, b in zip(logits["unpadded"], logits["padded"], strict=True):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-5)
+
+
+def fake_row_times(times: dict[int, float]):
+    def timings(runs, device=None, rounds=None):
+        return {k: times[int(k)] for k in runs}
+    return timings
+
+
+@pytest.mark.parametrize("times, batch, want", [
+    ({1: 1.0, 2: 0.9, 4: 0.5, 8: 0.7}, 1, 4),    # four rows stream fastest: pad to four
+    ({1: 1.0, 2: 0.98, 4: 1.2, 8: 1.5}, 1, 1),   # 2% is noise, not a win: no padding
+    ({1: 0.5, 2: 0.9, 4: 0.9, 8: 0.9}, 1, 1),    # the CPU where padding never helps
+    ({2: 1.0, 4: 0.6, 8: 0.8}, 2, 4),            # batch 2 pads to four too
+    ({3: 1.0, 4: 1.1, 8: 0.2}, 3, 8),
+])
+def test_the_plan_pads_only_where_the_padded_product_was_measured_faster(model, monkeypatch, tmp_path,
+                                                                        times, batch, want):
+    monkeypatch.setattr(fast_choice, "time_candidates", fake_row_times(times))
+    plan, measured = fast_rows.measure_rows(model, batch=batch)
+    assert plan.rows == dict.fromkeys(PRODUCTS, want)
+    assert measured["head"] == times and set(measured) == set(PRODUCTS)
+
+
+def test_the_plan_is_remembered_per_machine_and_batch(model, monkeypatch, tmp_path):
+    monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(fast_choice, "_MEMORY", {})
+    monkeypatch.setattr(fast_choice, "time_candidates", fake_row_times({1: 1.0, 2: 0.5, 4: 0.8, 8: 0.9}))
+    assert fast_rows.packed_rows(model, batch=1).rows == dict.fromkeys(PRODUCTS, 2)
+    stored = json.loads((tmp_path / "fast_choice.json").read_text())
+    key = fast_choice.cache_key(model, batch=1, compile=False, what="packed rows")
+    assert stored[key]["rows"] == dict.fromkeys(PRODUCTS, 2) and stored[key]["step_s"]["fc"]["2"] == 0.5
+
+    def no_measuring(runs, device=None, rounds=None):
+        raise AssertionError("a remembered plan must not be measured again")
+
+    monkeypatch.setattr(fast_choice, "time_candidates", no_measuring)
+    monkeypatch.setattr(fast_choice, "_MEMORY", {})  # a new process: only the file remembers
+    assert fast_rows.packed_rows(model, batch=1).rows == dict.fromkeys(PRODUCTS, 2)
+    with pytest.raises(AssertionError, match="must not be measured"):
+        fast_rows.packed_rows(model, batch=4)  # another batch is another measurement

@@ -437,4 +437,13 @@ def test_narrate_the_chosen_layouts_products_at_batch_one_and_four():
     slower = n08.batch_products({1: ("rows", rates(0.0002, 0.0001)), 4: ("rows", rates(0.0004, 0.0002))})
     assert "slower than batch 1's 20.0 GB/s (0.50x)" in slower
     alike = n08.batch_products({1: ("rows", rates(0.0004, 0.0002)), 4: ("rows", rates(0.00041, 0.0002))})
-    assert "about as fast as at batch 1" in alike
+    assert "about as fast as at batch 1" in alike and "padded" not in alike
+    # the fast path's own words for a padded batch-1 layout (FastDecoder.layout) add why one row read as fast as four
+    plan = fast.layouts.RowPlan({"qkv": 4, "attn_out": 1, "fc": 1, "mlp_out": 1, "head": 4})
+    padded = n08.batch_products({1: (f"packed ({plan.summary(1)})", rates(0.0004, 0.0002)),
+                                 4: ("packed", rates(0.00041, 0.0002))})
+    assert "GB/s at batch 1 (packed (padded: qkv 1 -> 4, head 1 -> 4 rows))" in padded
+    assert "ran padded to the row count measured fastest here" in padded
+    unpadded = n08.batch_products({1: (f"packed ({fast.layouts.RowPlan.unpadded(1).summary(1)})",
+                                       rates(0.0004, 0.0002)), 4: ("packed", rates(0.00041, 0.0002))})
+    assert "no product padded" in unpadded and "ran padded" not in unpadded

@@ -144,12 +144,18 @@ def cache_file() -> Path:
     return Path(root) / "fast_choice.json"
 
 
-def cache_key(model, *, batch: int, compile: bool) -> str:
-    """Machine + shape + dtype + threads + compile: a choice measured under one key holds for all its decoders."""
+LAYOUTS_VERSION = 2  # bumped when a layout changes how fast it runs: choices measured before are measured again
+
+
+def cache_key(model, *, batch: int, compile: bool, what: str = "layout") -> str:
+    """Machine + shape + dtype + threads + compile: a choice measured under one key holds for all its decoders.
+    ``what``: ``"layout"`` (``choose``) or ``"packed rows"`` (``packed_rows``)."""
     info = model.info
-    return json.dumps({"cpu": cpu_name(), "device": str(model.device), "dtype": str(info.dtype),
-                       "shape": [info.n_layer, info.n_head, info.d_model, info.vocab_size], "batch": batch,
-                       "threads": torch.get_num_threads(), "compile": compile, "torch": torch.__version__})
+    key = {"cpu": cpu_name(), "device": str(model.device), "dtype": str(info.dtype),
+           "shape": [info.n_layer, info.n_head, info.d_model, info.vocab_size], "batch": batch,
+           "threads": torch.get_num_threads(), "compile": compile, "torch": torch.__version__,
+           "layouts": LAYOUTS_VERSION}
+    return json.dumps(key if what == "layout" else {**key, "what": what})
 
 
 def _read_file() -> dict:
@@ -173,11 +179,12 @@ def remembered(key: str) -> Choice | None:
     return choice
 
 
-def remember(key: str, choice: Choice) -> None:
+def remember(key: str, choice: Choice | dict) -> None:
     """Keep ``choice`` in this process and in the cache file (silently skipped where the file cannot be written)."""
-    _MEMORY[key] = choice.to_dict()
+    entry = choice if isinstance(choice, dict) else choice.to_dict()
+    _MEMORY[key] = entry
     path = cache_file()
-    data = {**_read_file(), key: choice.to_dict()}
+    data = {**_read_file(), key: entry}
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -196,8 +203,8 @@ def forget() -> None:
         pass
 
 
-def time_candidates(runs: dict[str, Callable[[], object]], device=None) -> dict[str, float | str]:
-    """Median seconds per call of each run, ``ROUNDS`` interleaved rounds of ``STEPS`` calls after one warm-up.
+def time_candidates(runs: dict[str, Callable[[], object]], device=None, rounds: int = ROUNDS) -> dict[str, float | str]:
+    """Median seconds per call of each run, ``rounds`` interleaved rounds of ``STEPS`` calls after one warm-up.
 
     A run whose warm-up raises (e.g. ``torch.compile`` without a C++ compiler) gets the reason instead.
     """
@@ -209,7 +216,7 @@ def time_candidates(runs: dict[str, Callable[[], object]], device=None) -> dict[
             out[name] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
     ok = {k: (lambda r=r: summarize(time_call(r, repeats=STEPS, warmup=0, device=device)).median)
           for k, r in runs.items() if k not in out}
-    timed = interleave(ok, ROUNDS, warmup=0)
+    timed = interleave(ok, rounds, warmup=0)
     return {**{k: summarize(v).median for k, v in timed.items()}, **out}
 
 
@@ -249,3 +256,4 @@ def choose(model, build: Callable[[str, bool], object], *, batch: int, compile: 
     winner = decoders[best]
     winner.tokens = 0
     return choice, winner
+

@@ -29,7 +29,8 @@ from ..timing import clock
 from ..tokens import piece_text
 from ..trace import Trace
 from .choice import Choice, choose
-from .layouts import PACKED_ROWS, WEIGHTS, PromptScratch, block_weights, linear_onednn, linear_packed, onednn_packing
+from .layouts import WEIGHTS, PromptScratch, RowPlan, block_weights, linear_onednn, linear_packed, onednn_packing, pack
+from .rows import packed_rows
 
 VERIFY_ROWS = 8  # the rows a verify's packed head is packed for (any count runs; 2-9 rows ran in about one's time)
 
@@ -81,8 +82,9 @@ class FastDecoder:
                             "leave weights='auto'")
         self.weights = weights
         self._onednn = onednn
-        self.blocks = block_weights(model, pack=weights == "packed", rows=weights == "rows", onednn=onednn,
-                                    batch=batch)
+        # "packed": each product packed for the rows it streams fastest at here, measured once per machine
+        self.rows_plan: RowPlan | None = packed_rows(model, batch=batch) if weights == "packed" else None
+        self.blocks = block_weights(model, packed=self.rows_plan, rows=weights == "rows", onednn=onednn)
         self._gemv = weights == "rows" and batch == 1 and compile  # decode products as reductions (see fast.layouts)
         self.wte, self.wpe = _hf.embedding_tensors(model)  # [vocab, d_model], [n_ctx, d_model]
         self.head = _hf.head_weight(model)  # [vocab, d_model]: GPT-2's head is wte itself (tied)
@@ -91,8 +93,7 @@ class FastDecoder:
         self.n_head, self.d = info.n_head, info.d_model
         self.scale = info.head_dim ** -0.5  # as Hugging Face passes it to SDPA
         self.head_t = self.head.t().contiguous() if weights == "transposed" else None  # [d_model, vocab]
-        self.head_packed = (torch.ops.mkldnn._reorder_linear_weight(self.head, max(batch, PACKED_ROWS))
-                            if weights == "packed" else None)
+        self.head_packed = pack(self.head, self.rows_plan["head"]) if self.rows_plan is not None else None
         # one [batch, heads, slots, head_dim] tensor per layer, not views of one big tensor: a compiled
         # step then writes the new K, V in place instead of copying a layer's whole cache every step
         shape = (batch, info.n_head, self.max_tokens, info.head_dim)
@@ -112,10 +113,17 @@ class FastDecoder:
         copies = [self.head_t, self.head_packed, self._head_many] + [p.packed for p in projs] + [p.rows for p in projs]
         return sum(t.numel() * t.element_size() for t in [*self.k, *self.v, *copies] if t is not None)
 
+    @property
+    def layout(self) -> str:
+        """The weight layout in words: ``"transposed"``, ``"packed (padded: qkv 1 -> 4 rows)"`` ..."""
+        return self.weights + (f" ({self.rows_plan.summary(self.batch)})" if self.rows_plan is not None else "")
+
     def __repr__(self) -> str:
         mode = tr("compiled") if self.compiled else tr("eager")
         mode += " + CUDA graph" if self.cuda_graph else ""
         chosen = tr(", chosen: {summary}", summary=self.choice.summary()) if self.choice is not None else ""
+        if self.rows_plan is not None:
+            chosen += f"; {self.rows_plan.summary(self.batch)}"
         return tr("FastDecoder({name}, {mode}, weights {weights}, batch {batch}, {tokens}/{max_tokens} slots used, "
                   "+{mb:.1f} MB{chosen})", name=self.model.info.name, mode=mode, weights=self.weights,
                   batch=self.batch, tokens=self.tokens, max_tokens=self.max_tokens, mb=self.extra_bytes / 1e6,
@@ -166,7 +174,7 @@ class FastDecoder:
         if gemv:
             return (self.head * h).sum(-1).view(1, -1)
         if self.head_packed is not None:
-            return linear_packed(h, self.head_packed, None)
+            return linear_packed(h, self.head_packed, None, rows=self.rows_plan["head"])
         if self.weights == "rows" and self._onednn and not torch.compiler.is_compiling():
             return linear_onednn(h, self.head, None)
         return h @ self.head_t if self.head_t is not None else F.linear(h, self.head)

@@ -5,10 +5,13 @@ Each layout (``WEIGHTS``) keeps the model's own ``[in, out]`` tensors and adds a
 - ``"tied"``: the model's own tensors only (bitwise the engine's logits).
 - ``"transposed"``: plus a ``[d_model, vocab]`` copy of the LM head (the decoder holds it, not a ``Proj``).
 - ``"packed"``: every matrix pre-packed for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``, what
-  ``torch.compile`` does with frozen weights), each product on all cores, the GELU inside its product. Packed
-  for at least two rows (``PACKED_ROWS``): one row is padded to two, because oneDNN's one-row kernel streams
-  the weights slower than its two-row one (on a 2-core AMD EPYC, GPT-2's batch-1 step, alternating runs after a
-  warm-up: 17.1-20.1 ms padded against 19.2-22.5 ms unpadded, logits equal to 2e-6).
+  ``torch.compile`` does with frozen weights), each product on all cores, the GELU inside its product. Each
+  product is packed for the row count it streams fastest at on this machine (a ``RowPlan``, measured by
+  ``fast.choice.packed_rows``): fewer rows are padded to that count (copies of the last row) and the extra
+  results dropped, so a batch-1 step can run a product with oneDNN's four-row kernel when that one reads the
+  weights faster than its one-row kernel. Which count wins differs by product and by CPU (on a 2-core AMD EPYC,
+  GPT-2's shape, one morning: the QKV product 0.36 ms for one row, 0.28 ms padded to four), so it is measured,
+  never assumed; where padding does not pay, the product runs its rows as they are.
 - ``"rows"``: each block matrix as a plain ``[out, in]`` copy, for the compiled reductions ``(W * x).sum(-1)``.
 
 A prompt's products (many rows) always run as matrix-matrix products on the model's own layout into buffers
@@ -24,10 +27,12 @@ import torch
 import torch.nn.functional as F
 
 from .. import _hf
+from ..i18n import tr
 from ..models import Model
 
 WEIGHTS = ("packed", "rows", "transposed", "tied")
-PACKED_ROWS = 2  # "packed" products take at least this many rows (see the module doc)
+PRODUCTS = ("qkv", "attn_out", "fc", "mlp_out", "head")  # a step's kinds of product, in the order it runs them
+ROW_COUNTS = (1, 2, 4, 8)  # the row counts a packed product is measured at (``fast.choice.packed_rows``)
 
 
 def gelu_new(x: torch.Tensor) -> torch.Tensor:
@@ -81,13 +86,47 @@ def linear_onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gelu
     return torch.ops.mkldnn._linear_pointwise(x, w, b, "gelu" if gelu else "none", [], "tanh" if gelu else "")
 
 
-def linear_packed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gelu: bool = False) -> torch.Tensor:
-    """``linear_onednn`` on weights packed for ``PACKED_ROWS`` rows: fewer rows are padded (copies of the last)
-    and the extra rows of the result dropped, so one row takes the faster kernel (see the module doc)."""
+def linear_packed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gelu: bool = False,
+                  rows: int = 1) -> torch.Tensor:
+    """``linear_onednn`` on weights packed for ``rows`` rows: fewer rows are padded to ``rows`` (copies of the
+    last) and the extra rows of the result dropped, so a few rows take the kernel that streams fastest here
+    (see the module doc). Each row's result is the unpadded product's, to float32 rounding."""
     n = x.shape[0]
-    if n >= PACKED_ROWS:
+    if n >= rows:
         return linear_onednn(x, w, b, gelu)
-    return linear_onednn(torch.cat([x, x[-1:].expand(PACKED_ROWS - n, -1)]), w, b, gelu)[:n]
+    return linear_onednn(torch.cat([x, x[-1:].expand(rows - n, -1)]), w, b, gelu)[:n]
+
+
+def pack(w_out_in: torch.Tensor, rows: int) -> torch.Tensor:
+    """oneDNN's own layout of ``w_out_in`` (``[out, in]``) for products of ``rows`` rows (a copy)."""
+    return torch.ops.mkldnn._reorder_linear_weight(w_out_in.contiguous(), rows)
+
+
+@dataclass(frozen=True)
+class RowPlan:
+    """The rows each packed product runs with (``PRODUCTS`` -> count): fewer rows are padded to it.
+
+    ``RowPlan.unpadded(batch)``: every product at the batch's own row count (no padding)."""
+
+    rows: dict[str, int]
+
+    @classmethod
+    def unpadded(cls, batch: int) -> RowPlan:
+        return cls(dict.fromkeys(PRODUCTS, batch))
+
+    def __getitem__(self, product: str) -> int:
+        return self.rows[product]
+
+    def padded(self, batch: int) -> dict[str, int]:
+        """The products this plan pads for ``batch`` rows, and to how many."""
+        return {p: r for p, r in self.rows.items() if r > batch}
+
+    def summary(self, batch: int = 1) -> str:
+        """One line: ``"qkv 1 -> 4, head 1 -> 4 rows"``, or that nothing is padded."""
+        padded = self.padded(batch)
+        if not padded:
+            return tr("no product padded")
+        return tr("padded: {items} rows", items=", ".join(f"{p} {batch} -> {r}" for p, r in padded.items()))
 
 
 @dataclass(frozen=True)
@@ -96,9 +135,10 @@ class Proj:
 
     w: torch.Tensor  # [in, out]: Hugging Face's Conv1D layout, used as it is
     b: torch.Tensor  # [out]
-    packed: torch.Tensor | None = None  # oneDNN's own layout of W.T (a copy)
+    packed: torch.Tensor | None = None  # oneDNN's own layout of W.T (a copy), for ``pad_rows`` rows
     rows: torch.Tensor | None = None  # W.T as a contiguous [out, in] copy (one row per output)
     onednn: bool = False  # eager products on ``rows`` through oneDNN (it takes the plain layout too)
+    pad_rows: int = 1  # ``packed`` products of fewer rows are padded to this many (``RowPlan``)
 
     def __call__(self, x: torch.Tensor, gelu: bool = False, gemv: bool = False,
                  prompt: PromptScratch | None = None) -> torch.Tensor:
@@ -115,7 +155,7 @@ class Proj:
                 y = F.linear(x, self.rows, self.b)
             return gelu_new(y) if gelu else y
         if self.packed is not None:
-            return linear_packed(x, self.packed, self.b, gelu)
+            return linear_packed(x, self.packed, self.b, gelu, self.pad_rows)
         y = torch.addmm(self.b, x, self.w)
         return gelu_new(y) if gelu else y
 
@@ -134,19 +174,20 @@ class BlockWeights:
     out: Proj  # [4 * d_model, d_model]
 
 
-def block_weights(model: Model, *, pack: bool = False, rows: bool = False, onednn: bool = False,
-                  batch: int = 1) -> list[BlockWeights]:
-    """Every block's tensors, with the copies ``pack`` (oneDNN's layout) or ``rows`` (``[out, in]``) asks for."""
+def block_weights(model: Model, *, packed: RowPlan | None = None, rows: bool = False,
+                  onednn: bool = False) -> list[BlockWeights]:
+    """Every block's tensors, with the copies ``packed`` (oneDNN's layout, each product for its plan's row count)
+    or ``rows`` (``[out, in]``) asks for."""
     if not _hf.follows_plain_gpt2(model):
         raise ValueError("FastDecoder follows GPT-2's published config (gelu_new, plain 1/sqrt(head_dim) scaling). "
                          "Fix: use inferlab.generate for this model.")
 
-    def proj(p: _hf.ProjTensors) -> Proj:
+    def proj(p: _hf.ProjTensors, name: str) -> Proj:
         w, b = p.weight, p.bias
-        packed = torch.ops.mkldnn._reorder_linear_weight(w.t().contiguous(), max(batch, PACKED_ROWS)) if pack else None
-        return Proj(w, b, packed,
-                    w.t().contiguous() if rows else None, onednn)
+        if packed is not None:
+            return Proj(w, b, pack(w.t(), packed[name]), None, onednn, packed[name])
+        return Proj(w, b, None, w.t().contiguous() if rows else None, onednn)
 
-    return [BlockWeights(t.ln1.weight, t.ln1.bias, proj(t.qkv), proj(t.attn_out), t.ln2.weight, t.ln2.bias,
-                         proj(t.fc), proj(t.mlp_out))
+    return [BlockWeights(t.ln1.weight, t.ln1.bias, proj(t.qkv, "qkv"), proj(t.attn_out, "attn_out"), t.ln2.weight,
+                         t.ln2.bias, proj(t.fc, "fc"), proj(t.mlp_out, "mlp_out"))
             for t in _hf.block_tensors(model)]

@@ -238,9 +238,10 @@ def batch(b_max: int, grow: float, gain: float, turn: int | None, predicted_turn
     if faster is not None and 1 in times and faster[0] < 0.9 * times[1]:
         text += tr("Batch {b}'s step ({fast:.1f} ms) was even faster than batch 1's ({one:.1f} ms): more work in less "
                    "time is the kernels, not the arithmetic. The matrix products for a single row can read the "
-                   "weights more slowly than those for a few rows (notebook 08, section 5, times each product of the "
-                   "chosen layout at batch 1 and 4), so one sequence alone does not reach the bandwidth a small batch "
-                   "does. If it does not come back when you re-run the cell, it was a disturbance. ", b=faster[1],
+                   "weights more slowly than those for a few rows; the fast path pads a single row to the row count "
+                   "it measured fastest on this machine (notebook 08, section 5), which should close most of that "
+                   "gap, so a dip this large means that measurement and this sweep disagreed. If it does not come "
+                   "back when you re-run the cell, it was a disturbance. ", b=faster[1],
                    fast=faster[0] * 1e3, one=times[1] * 1e3)
     if turn:
         text += tr("From batch **{turn}** on, every step took at least twice the batch-1 time: from there, more "
@@ -285,8 +286,10 @@ def batch_curve(batches, step_s) -> str:
         text += tr("The smallest batch was still the fastest ({t}), so the dip is a slow point before it, not a "
                    "gain. ", t=ms(step_s[0]))
     return text + tr("More work in less time is the matrix kernels, not the arithmetic: those for a few rows can "
-                     "stream the weights faster than those for one (notebook 08, section 5, times each product at "
-                     "batch 1 and 4). A dip that does not come back when you re-run the cell was a disturbance.")
+                     "stream the weights faster than those for one. The fast path pads a single row to the row count "
+                     "each product streams fastest at on this machine (notebook 08, section 5, times each product at "
+                     "batch 1 and 4), so a dip left after that is that measurement and this sweep disagreeing. A dip "
+                     "that does not come back when you re-run the cell was a disturbance.")
 
 
 def tpot_verdict(v: TpotVerdict) -> str:

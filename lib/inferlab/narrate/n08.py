@@ -404,6 +404,10 @@ def batch_products(by_batch: Mapping[int, tuple[str, list[ProductRate]]]) -> str
     b0, b1 = batches[0], batches[-1]
     x = total[b1] / total[b0]
     fields = {"b0": b0, "b1": b1, "x": x, "r0": total[b0] / 1e9, "r1": total[b1] / 1e9}
+    if "(" in by_batch[b0][0] and tr("no product padded") not in by_batch[b0][0]:  # FastDecoder.layout's words
+        table += tr("At batch {b0} the packed products ran padded to the row count measured fastest here ({layout}): "
+                    "one sequence then reads the weights with the kernels of a few rows, and the padded rows' "
+                    "results are dropped (the logits are the unpadded ones).", b0=b0, layout=by_batch[b0][0]) + " "
     if x > 1.1:
         return table + tr("At batch {b1} the products streamed the weights at **{r1:.1f} GB/s**, {x:.2f}x batch {b0}'s "
                           "{r0:.1f} GB/s: a kernel for a few rows keeps the memory busier than one for a single row, "

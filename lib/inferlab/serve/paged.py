@@ -35,6 +35,7 @@ import torch.nn.functional as F
 from .. import _hf
 from ..errors import bad_value
 from ..fast import layouts
+from ..fast.rows import packed_rows
 from ..models import Model
 
 WEIGHTS = ("auto", "packed", "model")
@@ -63,12 +64,14 @@ class PagedKV:
         self.wte, self.wpe = _hf.embedding_tensors(model)  # [vocab, d_model], [n_ctx, d_model]
         self.head = _hf.head_weight(model)  # [vocab, d_model]
         self.weights = resolve_weights(weights, self.wte)
-        self.packed, self.packed_head = None, None
-        if self.weights == "packed":  # one oneDNN copy of each matrix ([out, in], packed for PACKED_ROWS rows)
-            def pack(w_out_in: torch.Tensor) -> torch.Tensor:
-                return torch.ops.mkldnn._reorder_linear_weight(w_out_in.contiguous(), layouts.PACKED_ROWS)
-            self.packed = [tuple(pack(p.weight.t()) for p in (w.qkv, w.attn_out, w.fc, w.mlp_out)) for w in self.blocks]
-            self.packed_head = pack(self.head)
+        self.packed, self.packed_head, self.rows_plan = None, None, None
+        if self.weights == "packed":  # one oneDNN copy of each matrix ([out, in]), packed for its measured rows
+            # a decode iteration's rows vary: fewer than a product's planned count are padded to it (fast.layouts)
+            self.rows_plan = plan = packed_rows(model, batch=1)
+            self.packed = [tuple(layouts.pack(p.weight.t(), plan[name]) for p, name in
+                                 zip((w.qkv, w.attn_out, w.fc, w.mlp_out), layouts.PRODUCTS, strict=False))
+                           for w in self.blocks]
+            self.packed_head = layouts.pack(self.head, plan["head"])
         self.final_norm = _hf.final_norm_tensors(model)
         self.n_head, self.head_dim, self.d = info.n_head, info.head_dim, info.d_model
         # One more block than the pool's: the padding rows' scratch (``padding``), never in a block table
@@ -128,7 +131,7 @@ class PagedKV:
             norm = self.final_norm
             h = F.layer_norm(x.index_select(0, last), (self.d,), norm.weight, norm.bias, norm.eps)
             if self.packed_head is not None and len(h):  # (no segment may want logits: a chunk mid-prompt)
-                return layouts.linear_packed(h, self.packed_head, None)
+                return layouts.linear_packed(h, self.packed_head, None, rows=self.rows_plan["head"])
             return F.linear(h, self.head)  # [segments wanting logits, vocab]
 
     def _block(self, i: int, w, x: torch.Tensor, write: torch.Tensor, plan: _AttentionPlan) -> torch.Tensor:
@@ -150,8 +153,9 @@ class PagedKV:
         ``weights`` chose: the model's own ``[in, out]`` tensors (``addmm``) or their oneDNN copies."""
         parts = (w.qkv, w.attn_out, w.fc, w.mlp_out)
         if self.packed is not None:
-            return tuple(lambda x, gelu=False, p=p, packed=packed: layouts.linear_packed(x, packed, p.bias, gelu)
-                         for p, packed in zip(parts, self.packed[i], strict=True))
+            return tuple(lambda x, gelu=False, p=p, packed=packed, r=self.rows_plan[name]:
+                         layouts.linear_packed(x, packed, p.bias, gelu, r)
+                         for p, packed, name in zip(parts, self.packed[i], layouts.PRODUCTS[:4], strict=True))
 
         def own(p):
             def product(x: torch.Tensor, gelu: bool = False) -> torch.Tensor:

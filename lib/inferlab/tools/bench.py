@@ -15,7 +15,9 @@ machine (CPU model, threads, torch, MKL and oneDNN versions, so two machines' ta
 and writes the same as JSON.
 
 ``generate()`` reports no per-token times, so its TTFT is the end-to-end time of a 1-token request
-and its TPOT is ``(E2E(N) - E2E(1)) / (N - 1)`` from back-to-back requests in the same repeat.
+and its TPOT is ``(E2E(N) - E2E(1)) / (N - 1)`` from back-to-back requests in the same repeat. Below the table, each
+model's decode steps at batch 1, 2 and 4 (and compiled) against a read of their weights in the same round
+(``measure.step_floor``), with issue 47's targets.
 
 Notebook 08's measurements of each technique (attention kernels, weight formats, decode paths,
 batching) live in ``inferlab.measure``; this tool only combines them into one table.
@@ -348,7 +350,9 @@ def main(argv=None) -> dict:
 
     from ..fast.choice import cpu_name, library_versions
     from ..measure.machine import measure_bandwidth, measure_machine
+    from ..measure.step_floor import decode_targets, step_floor
     from ..models import load
+    from ..serve.bench import target_table
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -361,11 +365,13 @@ def main(argv=None) -> dict:
         except (ValueError, TypeError, FileNotFoundError, ConnectionError, OSError) as exc:
             p.error(f"--models {name}: {exc}")
     before = measure_machine(args.device, getattr(torch, dtype))
-    results = []
-    for name in args.models:
-        results.append(bench_model(models.pop(name), prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
+    results, floors = [], []
+    for name in args.models:  # then each model's steps against their read floor (issue 47's targets)
+        model = models.pop(name)
+        results.append(bench_model(model, prompt_tokens=args.prompt_tokens, new_tokens=args.new_tokens,
                                    repeats=args.repeats, variants=args.variants, machine=before,
                                    profile=args.profile))
+        floors.append(step_floor(model, compile="fast+compile" in args.variants))
     after = measure_machine(args.device, getattr(torch, dtype))
     best = max((before, after), key=lambda mp: mp.bytes_per_s)  # the higher ceiling: the stricter floor
     read = measure_bandwidth(args.device, getattr(torch, dtype), kind="read")
@@ -379,6 +385,9 @@ def main(argv=None) -> dict:
     print(f"machine: {before!r}\n   after: {after!r}\n  floors use the higher copy bandwidth of the two; "
           f"read-only bandwidth (a sum): {read / 1e9:.1f} GB/s")
     print(table(results, out))
+    for r, floor in zip(results, floors, strict=True):
+        r["step_floor"] = asdict(floor)
+        print("\n" + target_table(f"{r['model']}: decode steps against their read floor", decode_targets(floor, r)))
     with open(args.out, "w") as f:
         json.dump(out, f, indent=1, default=lambda o: asdict(o) if hasattr(o, "__dataclass_fields__") else str(o))
     print(f"wrote {args.out}")

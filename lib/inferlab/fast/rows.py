@@ -1,0 +1,78 @@
+"""The rows each packed product runs with on this machine (``RowPlan``), measured where it runs, then remembered.
+
+oneDNN's kernels for a few rows do not all stream the weights equally fast: on some CPUs a product padded from one
+row to four reads its matrix faster than the one-row product does. Which count wins differs by product (the small
+attention output, the wide MLP, the LM head) and by CPU, so ``measure_rows`` times each kind of product at each
+candidate count (``row_candidates``), and ``packed_rows`` keeps the plan beside the layout choices
+(``fast.choice``'s file, key ``what="packed rows"``). The ``"packed"`` layout of ``FastDecoder`` and ``serve``'s
+packed forward pack each product for its count and pad fewer rows to it (``layouts.linear_packed``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from .. import _hf
+from . import choice
+from .layouts import PRODUCTS, ROW_COUNTS, RowPlan, linear_packed, pack
+
+
+def row_candidates(batch: int) -> tuple[int, ...]:
+    """The row counts a packed product of ``batch`` rows is timed at: its own, then the larger ``ROW_COUNTS``."""
+    return (batch, *(r for r in ROW_COUNTS if r > batch))
+
+
+ROUNDS = 7  # interleaved rounds per row count: a product takes milliseconds, and neighbouring counts differ by 5-15%
+PAD_MARGIN = 0.97  # padding is kept only where it ran at most this fraction of the unpadded time (noise: not a win)
+
+
+def packed_rows(model, *, batch: int) -> RowPlan:
+    """The rows each packed product runs fastest with here, for ``batch`` rows (a ``RowPlan``): remembered if it
+    was measured before (the cache file, key ``what="packed rows"``), else measured now by ``measure_rows``."""
+    key = choice.cache_key(model, batch=batch, compile=False, what="packed rows")
+    entry = choice._MEMORY.get(key) or choice._read_file().get(key)
+    try:
+        rows = {p: int(entry["rows"][p]) for p in PRODUCTS}
+        if all(r >= batch for r in rows.values()):
+            choice._MEMORY[key] = entry
+            return RowPlan(rows)
+    except (TypeError, KeyError, ValueError):
+        pass  # no entry, or one this version cannot read: measure again
+    plan, times = measure_rows(model, batch=batch)
+    step_s = {p: {str(r): t for r, t in ts.items()} for p, ts in times.items()}
+    choice.remember(key, {"rows": plan.rows, "step_s": step_s,
+                          "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
+    return plan
+
+
+def measure_rows(model, *, batch: int) -> tuple[RowPlan, dict[str, dict[int, float]]]:
+    """Time each kind of packed product (every layer's, so the weights stream from memory as in a step) for
+    ``batch`` rows padded to each of ``row_candidates(batch)``, in interleaved rounds (``time_candidates``).
+    A product is padded only where that ran at most ``PAD_MARGIN`` of its unpadded time.
+    Returns the plan and the seconds of every product at every count."""
+    tensors = _hf.block_tensors(model)
+    mats = {"qkv": [(t.qkv.weight.t(), t.qkv.bias) for t in tensors],
+            "attn_out": [(t.attn_out.weight.t(), t.attn_out.bias) for t in tensors],
+            "fc": [(t.fc.weight.t(), t.fc.bias) for t in tensors],
+            "mlp_out": [(t.mlp_out.weight.t(), t.mlp_out.bias) for t in tensors],
+            "head": [(_hf.head_weight(model), None)]}
+    plan, times = {}, {}
+    with torch.inference_mode():
+        for product, ws in mats.items():
+            x = torch.randn(batch, ws[0][0].shape[1], dtype=ws[0][0].dtype, device=ws[0][0].device)
+            gelu = product == "fc"
+            runs = {}
+            for r in row_candidates(batch):
+                packed = [(pack(w, r), b) for w, b in ws]
+                runs[str(r)] = lambda packed=packed, r=r, x=x, gelu=gelu: [linear_packed(x, p, b, gelu, r)
+                                                                          for p, b in packed]
+            timed = choice.time_candidates(runs, rounds=ROUNDS)
+            measured = {int(k): v for k, v in timed.items() if isinstance(v, float)}
+            del runs
+            fastest = min(measured, key=measured.get)
+            keep_pad = fastest != batch and measured[fastest] <= PAD_MARGIN * measured.get(batch, float("inf"))
+            plan[product] = fastest if keep_pad or batch not in measured else batch
+            times[product] = measured
+    return RowPlan(plan), times
