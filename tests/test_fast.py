@@ -302,3 +302,14 @@ def test_the_plan_is_remembered_per_machine_and_batch(model, monkeypatch, tmp_pa
     assert fast_rows.packed_rows(model, batch=1).rows == dict.fromkeys(PRODUCTS, 2)
     with pytest.raises(AssertionError, match="must not be measured"):
         fast_rows.packed_rows(model, batch=4)  # another batch is another measurement
+
+
+def test_weights_are_packed_for_at_least_two_rows_whatever_the_padding(monkeypatch):
+    # packed for one row, the same weights ran a verify's or a server's several rows slower (fast.layouts.pack)
+    from inferlab.fast import layouts
+
+    seen = []
+    monkeypatch.setattr(torch.ops.mkldnn, "_reorder_linear_weight", lambda w, rows: seen.append(rows) or w)
+    for rows in (1, 2, 4, 8):
+        layouts.pack(torch.ones(4, 4), rows)
+    assert seen == [2, 2, 4, 8]

@@ -11,7 +11,8 @@ Each layout (``WEIGHTS``) keeps the model's own ``[in, out]`` tensors and adds a
   results dropped, so a batch-1 step can run a product with oneDNN's four-row kernel when that one reads the
   weights faster than its one-row kernel. Which count wins differs by product and by CPU (on a 2-core AMD EPYC,
   GPT-2's shape, one morning: the QKV product 0.36 ms for one row, 0.28 ms padded to four), so it is measured,
-  never assumed; where padding does not pay, the product runs its rows as they are.
+  never assumed; where padding does not pay, the product runs its rows as they are. The weights themselves are
+  packed for at least two rows (``pack``): packed for one, they ran a verify's or a server's several rows slower.
 - ``"rows"``: each block matrix as a plain ``[out, in]`` copy, for the compiled reductions ``(W * x).sum(-1)``.
 
 A prompt's products (many rows) always run as matrix-matrix products on the model's own layout into buffers
@@ -97,9 +98,16 @@ def linear_packed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gelu
     return linear_onednn(torch.cat([x, x[-1:].expand(rows - n, -1)]), w, b, gelu)[:n]
 
 
+PACK_AT_LEAST = 2  # weights are packed for at least this many rows, whatever the rows a product is padded to
+
+
 def pack(w_out_in: torch.Tensor, rows: int) -> torch.Tensor:
-    """oneDNN's own layout of ``w_out_in`` (``[out, in]``) for products of ``rows`` rows (a copy)."""
-    return torch.ops.mkldnn._reorder_linear_weight(w_out_in.contiguous(), rows)
+    """oneDNN's own layout of ``w_out_in`` (``[out, in]``) for products of ``rows`` rows (a copy), packed for at least
+    ``PACK_AT_LEAST``: the same weights also run a verify's few rows, a server's decode batch and its prompt chunks,
+    and a matrix packed for one row ran those far slower (2-core AMD EPYC, 12 fc matrices of GPT-2's shape, interleaved:
+    8 rows 7.1 ms against 4.9-5.4 packed for 2-64 rows, 64 rows 21.1 against 18.1-18.3), while one row ran about as
+    fast on a matrix packed for two."""
+    return torch.ops.mkldnn._reorder_linear_weight(w_out_in.contiguous(), max(rows, PACK_AT_LEAST))
 
 
 @dataclass(frozen=True)
