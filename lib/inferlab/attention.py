@@ -18,11 +18,11 @@ import torch
 import torch.nn.functional as F
 
 from . import _hf
-from .engine import DEFAULT_MAX_RECORD_BYTES, as_ids, forward_full
+from .engine import DEFAULT_MAX_RECORD_BYTES, forward_full
 from .errors import bad_value, check_number
 from .hooks import capture
 from .i18n import tr
-from .models import Model
+from .models import Model, as_ids
 from .recorder import check_record_bytes, record_bytes  # one estimate (A.attention_bytes in 03)
 from .tokens import piece_text
 from .trace import Trace

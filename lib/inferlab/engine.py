@@ -30,7 +30,7 @@ from .cache import KVCache
 from .errors import bad_value, check_number
 from .generation import GenerationConfig, TextAssembler, TokenEvent, next_text
 from .i18n import tr
-from .models import Model
+from .models import Model, as_ids, check_model
 from .recorder import DEFAULT_MAX_RECORD_BYTES, Recorder
 from .sampling import GREEDY, SamplingConfig, draw, sample_with_steps
 from .timing import clock
@@ -39,54 +39,6 @@ from .trace import Trace
 
 __all__ = ["DEFAULT_MAX_RECORD_BYTES", "GenerationConfig", "Stream", "TokenEvent", "as_ids", "decode_step",
            "forward_full", "generate", "prefill", "recompute_step", "reference_generate", "stream"]
-
-
-def as_ids(model: Model, ids) -> torch.Tensor:
-    """Token ids (a list, ``[tokens]`` or ``[batch, tokens]``) as a ``[batch, tokens]`` long tensor.
-
-    The tensor is on the model's device. Refuses what is not a rectangle of integers in ``[0, vocab)``
-    at most the context length long.
-    """
-    check_model(model)
-    fix = "pass integer token ids, e.g. model.encode(text)"
-    if isinstance(ids, torch.Tensor):
-        t = ids
-    else:
-        try:
-            t = torch.as_tensor(ids)
-        except (ValueError, TypeError, RuntimeError) as exc:
-            raise bad_value("ids", _short(ids), "a [tokens] or [batch, tokens] rectangle of integer token ids "
-                            f"(every row the same length; {exc})", fix) from None
-    if t.numel() == 0:
-        raise bad_value("ids", _short(ids), "a non-empty [tokens] or [batch, tokens] sequence of token ids",
-                        "tokenize a non-empty prompt first")
-    if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
-        raise TypeError(f"ids must be integer token ids, got {t.dtype} values {_short(ids)}. Fix: {fix}.")
-    if t.dim() == 1:
-        t = t.unsqueeze(0)
-    if t.dim() != 2 or t.shape[1] == 0 or t.shape[0] == 0:
-        raise bad_value("ids", tuple(t.shape), "a non-empty [tokens] or [batch, tokens] sequence of token ids",
-                        "tokenize a non-empty prompt first")
-    vocab, n_ctx = model.info.vocab_size, model.info.n_ctx
-    if int(t.min()) < 0 or int(t.max()) >= vocab:
-        bad = int(t.max()) if int(t.max()) >= vocab else int(t.min())
-        raise bad_value("ids", f"[... {bad} ...]", f"token ids in [0, {vocab})", "use ids from model.encode(text)")
-    if t.shape[1] > n_ctx:
-        raise bad_value("ids", tr("{n} tokens", n=t.shape[1]),
-                        tr("at most the context length, {n_ctx} tokens", n_ctx=n_ctx), tr("shorten the prompt"))
-    return t.to(dtype=torch.long, device=model.device)
-
-
-def check_model(model) -> None:
-    """Refuse what is not a loaded ``Model`` (a name such as ``"bundled"``, ``None``) before anything runs."""
-    if not isinstance(model, Model):
-        raise TypeError(f"model must be a Model from il.load(), got {type(model).__name__} {model!r:.40}. "
-                        f"Fix: m = il.load({model!r:.40}) if it names a model (or il.load() for the default), "
-                        "then pass m.")
-
-
-def _short(x) -> str:
-    return f"{x!r:.60}"
 
 
 @torch.no_grad()  # not inference_mode: a learner may edit the logits in place (mask a token), as with any tensor

@@ -21,11 +21,11 @@ import torch
 import torch.nn.functional as F
 
 from .attention import Patterns, record_patterns
-from .engine import as_ids, forward_full
+from .engine import forward_full
 from .errors import bad_value, check_number
 from .hooks import zero_heads
 from .i18n import tr
-from .models import Model
+from .models import Model, as_ids
 
 HEAD_KINDS = ("previous", "first", "induction")
 CHANCE_FACTOR = 2.0  # a head "does the job" when it scores at least this many times the even-spread score

@@ -2,7 +2,9 @@
 
 ``load()`` is the one entry point. It never hangs without a network: ``model="auto"`` checks the local
 Hugging Face cache, then whether the hub answers within a few seconds, and otherwise falls back to the
-bundled model, saying which it chose and how to change it.
+bundled model, saying which it chose and how to change it. ``as_ids`` and ``check_model`` are the input checks
+every job runs on a ``Model`` and its token ids (the engine, fast, serve and speculative import them here).
+One piece (just over 300 lines): a model, how it is loaded and the checks on what is handed to it.
 """
 
 from __future__ import annotations
@@ -262,3 +264,51 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
         print(tr("inferlab: loaded {name} ({source}; {reason}) on {device}, {dtype}", name=info.name,
                  source=info.source, reason=info.reason, device=info.device, dtype=str(dt).removeprefix("torch.")))
     return Model(hf, tokenizer=tok, info=info)
+
+
+def as_ids(model: Model, ids) -> torch.Tensor:
+    """Token ids (a list, ``[tokens]`` or ``[batch, tokens]``) as a ``[batch, tokens]`` long tensor.
+
+    The tensor is on the model's device. Refuses what is not a rectangle of integers in ``[0, vocab)``
+    at most the context length long.
+    """
+    check_model(model)
+    fix = "pass integer token ids, e.g. model.encode(text)"
+    if isinstance(ids, torch.Tensor):
+        t = ids
+    else:
+        try:
+            t = torch.as_tensor(ids)
+        except (ValueError, TypeError, RuntimeError) as exc:
+            raise bad_value("ids", _short(ids), "a [tokens] or [batch, tokens] rectangle of integer token ids "
+                            f"(every row the same length; {exc})", fix) from None
+    if t.numel() == 0:
+        raise bad_value("ids", _short(ids), "a non-empty [tokens] or [batch, tokens] sequence of token ids",
+                        "tokenize a non-empty prompt first")
+    if t.dtype == torch.bool or t.dtype.is_floating_point or t.dtype.is_complex:
+        raise TypeError(f"ids must be integer token ids, got {t.dtype} values {_short(ids)}. Fix: {fix}.")
+    if t.dim() == 1:
+        t = t.unsqueeze(0)
+    if t.dim() != 2 or t.shape[1] == 0 or t.shape[0] == 0:
+        raise bad_value("ids", tuple(t.shape), "a non-empty [tokens] or [batch, tokens] sequence of token ids",
+                        "tokenize a non-empty prompt first")
+    vocab, n_ctx = model.info.vocab_size, model.info.n_ctx
+    if int(t.min()) < 0 or int(t.max()) >= vocab:
+        bad = int(t.max()) if int(t.max()) >= vocab else int(t.min())
+        raise bad_value("ids", f"[... {bad} ...]", f"token ids in [0, {vocab})", "use ids from model.encode(text)")
+    if t.shape[1] > n_ctx:
+        raise bad_value("ids", tr("{n} tokens", n=t.shape[1]),
+                        tr("at most the context length, {n_ctx} tokens", n_ctx=n_ctx), tr("shorten the prompt"))
+    return t.to(dtype=torch.long, device=model.device)
+
+
+def check_model(model) -> None:
+    """Refuse what is not a loaded ``Model`` (a name such as ``"bundled"``, ``None``) before anything runs."""
+    if not isinstance(model, Model):
+        raise TypeError(f"model must be a Model from il.load(), got {type(model).__name__} {model!r:.40}. "
+                        f"Fix: m = il.load({model!r:.40}) if it names a model (or il.load() for the default), "
+                        "then pass m.")
+
+
+def _short(x) -> str:
+    return f"{x!r:.60}"

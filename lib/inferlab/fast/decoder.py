@@ -19,11 +19,10 @@ import torch
 import torch.nn.functional as F
 
 from .. import _hf
-from ..engine import as_ids, check_model
 from ..errors import bad_value, check_number
 from ..generation import GenerationConfig, TextAssembler, next_text
 from ..i18n import tr
-from ..models import Model
+from ..models import Model, as_ids, check_model
 from ..sampling import SamplingConfig, draw
 from ..timing import clock
 from ..tokens import piece_text

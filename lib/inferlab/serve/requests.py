@@ -14,11 +14,10 @@ import numbers
 import random
 from dataclasses import dataclass, field
 
-from ..engine import check_model
 from ..errors import bad_value, check_number
 from ..generation import GenerationConfig
 from ..i18n import tr
-from ..models import Model
+from ..models import Model, check_model
 from ..sampling import GREEDY, SamplingConfig
 
 # The prompts' source: Hamlet, Act 3, Scene 1 (public domain); repeated when a prompt needs more tokens.

@@ -28,9 +28,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import _hf
-from ..engine import check_model
 from ..errors import bad_value, check_number
-from ..models import Model
+from ..models import Model, check_model
 from ..sampling import draw
 from ..timing import clock
 from .blocks import BlockPool

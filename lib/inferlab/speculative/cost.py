@@ -17,13 +17,13 @@ import torch
 
 from .. import _hf, gate
 from ..cost import Shape, flops_per_token, kv_bytes_per_token
-from ..engine import check_model, prefill
+from ..engine import prefill
 from ..errors import bad_value, check_number
 from ..fast import FastDecoder
 from ..i18n import tr
 from ..measure.machine import machine_profile
 from ..measure.sweeps import Sweep, check_sizes, meta, sample_ids
-from ..models import Model
+from ..models import Model, check_model
 from ..plain import plain
 from ..progress import progress
 from ..timing import time_call

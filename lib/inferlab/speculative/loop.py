@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..engine import check_model
 from ..errors import check_number
 from ..generation import GenerationConfig, TextAssembler, next_text
 from ..i18n import tr
-from ..models import Model
+from ..models import Model, check_model
 from ..plain import plain
 from ..sampling import SamplingConfig, _filter, draw
 from ..timing import clock
