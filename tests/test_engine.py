@@ -259,3 +259,17 @@ def test_untraced_run_has_no_records(model):
     assert trace.recorded == () and all(s.attention is None and s.cache is None for s in trace.steps)
     with pytest.raises(ValueError, match="record="):
         trace.attention(0, 0)
+
+
+def test_the_loop_names_both_jobs_as_the_article_does():
+    """``_loop`` calls ``prefill`` and ``decode_step`` itself (recording is a context around them, not a trampoline)."""
+    import ast
+    import inspect
+
+    from inferlab import engine
+
+    tree = ast.parse(inspect.getsource(engine._loop))
+    called = {n.func.id for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)}
+    assert {"prefill", "decode_step", "stop_reason"} <= called, sorted(called)
+    withs = [n for n in ast.walk(tree) if isinstance(n, ast.With)]
+    assert len(withs) == 2 and all("capturing" in ast.unparse(w.items[0]) for w in withs)

@@ -9,13 +9,13 @@
         logits, cache = decode_step(model, token, cache)   # job 2: one token against the cache
 
 ``generate`` runs that loop (``_loop`` below is exactly it) and returns a ``Trace``; ``stream`` yields
-each token as it is made. Settings travel as one ``GenerationConfig`` (Hugging Face's names); recording
-is a ``Recorder`` handed each forward pass and each step. ``use_cache=False`` chooses, once, to
-``recompute_step`` the whole sequence every step instead of ``decode_step`` against the cache (notebook 05
-compares them).
+each token as it is made. Settings travel as one ``GenerationConfig`` (Hugging Face's names). Recording is a
+``Recorder``: a context around each forward pass (``recorder.capturing()``) and a record of each step.
+``use_cache=False`` runs ``recompute_step`` over the whole sequence every step instead of ``decode_step``
+against the cache (notebook 05 compares them).
 
-Shapes: ``ids`` ``[batch, tokens]``; ``logits`` ``[batch, vocab]`` (the last position). One piece (just over
-300 lines) on purpose: the two jobs, their input checks and the loop that calls them read top to bottom.
+Shapes: ``ids`` ``[batch, tokens]``; ``logits`` ``[batch, vocab]`` (the last position). The input checks on a
+``Model`` and its ids (``as_ids``, ``check_model``) live in ``models.py``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ import torch
 from . import _hf
 from .cache import KVCache
 from .errors import bad_value, check_number
-from .generation import GenerationConfig, TextAssembler, TokenEvent, next_text
+from .generation import GenerationConfig, TextAssembler, TokenEvent, stop_reason
 from .i18n import tr
 from .models import Model, as_ids, check_model
 from .recorder import DEFAULT_MAX_RECORD_BYTES, Recorder
@@ -117,40 +117,31 @@ def recompute_step(model: Model, sequence) -> torch.Tensor:
     return forward_full(model, sequence, last_only=True)[:, -1, :]
 
 
-def _prefill_job(model: Model, ids: list[int], config: GenerationConfig):
-    """Job 1: the whole prompt at once (without the cache, the same forward keeps no keys and values)."""
-    if not config.use_cache:
-        return recompute_step(model, [ids]), None
-    static = len(ids) + config.max_new_tokens if config.cache_implementation == "static" else None
-    return prefill(model, [ids], static_tokens=static)
-
-
-def _decode_job(model: Model, sequence: list[int], cache: KVCache):
-    """Job 2: the newest token against the cache."""
-    return decode_step(model, sequence[-1], cache)
-
-
-def _recompute_job(model: Model, sequence: list[int], _cache: None):
-    """Job 2 without a cache: the whole sequence again."""
-    return recompute_step(model, [sequence]), None
-
-
 def _loop(model: Model, ids: list[int], config: GenerationConfig, recorder: Recorder, trace: Trace,
           t_req: float) -> Iterator[TokenEvent]:
-    """The generation loop as a generator of ``TokenEvent``; fills ``trace`` as it goes."""
+    """The generation loop as a generator of ``TokenEvent``; fills ``trace`` as it goes.
+
+    Without the cache (``use_cache=False``) each job runs ``recompute_step`` over the whole sequence instead.
+    """
     device = model.device
     generator = config.sampling.generator(device if device.type == "cuda" else "cpu")
     text = TextAssembler(model.tokenizer, config.stop_strings)
-    next_job = _decode_job if config.use_cache else _recompute_job                        # chosen once
-    sequence = list(ids)
+    static = len(ids) + config.max_new_tokens if config.cache_implementation == "static" else None
+    sequence, cache = list(ids), None
 
     t_start = clock(device) - t_req
-    logits, cache = recorder.forward(_prefill_job, model, ids, config)                    # prefill, once
+    with recorder.capturing():                                                            # job 1: prefill, once
+        if config.use_cache:
+            logits, cache = prefill(model, [ids], static_tokens=static)
+        else:
+            logits = recompute_step(model, [ids])
     for index in range(config.max_new_tokens):
         token, work = _choose(logits[0], config.sampling, generator, recorder.wants("sampling"))  # sample
         t_end = clock(device) - t_req
         sequence.append(token)
-        piece, stop = next_text(model, config, text, token, index)                        # text; stop?
+        stop = stop_reason(model, config, token, index)                                   # a stop token? the length?
+        piece = text.add(token, final=stop is not None)                                   # the text; a stop string?
+        stop = text.stopped or stop
         recorder.step(trace, index, sequence, t_start, t_end, work, cache)
         trace.add_token(token, piece_text(model.tokenizer, token), t_end, piece)
         yield TokenEvent(index, token, piece, t_end, t_end - t_start)                       # emit
@@ -158,7 +149,11 @@ def _loop(model: Model, ids: list[int], config: GenerationConfig, recorder: Reco
             trace.stop_reason, trace.text = stop, text.text
             return
         t_start = clock(device) - t_req
-        logits, cache = recorder.forward(next_job, model, sequence, cache)               # decode step
+        with recorder.capturing():                                                        # job 2: one token
+            if config.use_cache:
+                logits, cache = decode_step(model, token, cache)
+            else:
+                logits = recompute_step(model, [sequence])
 
 
 class Stream:

@@ -235,6 +235,11 @@ class TextAssembler:
             return self._show(len(text))
         return self._show(len(text) - _partial_stop(text, self.stop_strings))
 
+    @property
+    def stopped(self) -> str | None:
+        """Why the text ends, once a stop string appeared in it (``"stop string '...'"``); else None."""
+        return None if self.stop_hit is None else f"stop string {self.stop_hit!r}"
+
     def _show(self, upto: int) -> str:
         upto = max(upto, self.shown)
         piece, self.shown = self.text[self.shown:upto], upto
@@ -250,14 +255,3 @@ def stop_reason(model: Model, config: GenerationConfig, token: int, index: int) 
     if token in config.stop_token_ids or (config.stop_at_eos and token == model.eos_id):
         return "stop token"
     return "max_new_tokens" if index + 1 == config.max_new_tokens else None
-
-
-def next_text(model: Model, config: GenerationConfig, text: TextAssembler, token: int,
-              index: int) -> tuple[str, str | None]:
-    """After choosing ``token``: the text piece to show and why to stop (or None), from the two small functions.
-
-    ``stop_reason`` decides on the token; ``text.add`` assembles the text (and finds a stop string in it).
-    """
-    stop = stop_reason(model, config, token, index)
-    piece = text.add(token, final=stop is not None)
-    return piece, (stop if text.stop_hit is None else f"stop string {text.stop_hit!r}")

@@ -15,8 +15,8 @@ before the run starts.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
-from typing import TypeVar
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 from .cache import KVCache
 from .hooks import CAPTURE_KINDS, capture
@@ -27,7 +27,6 @@ from .trace import StepRecord, Trace, parse_record
 from .units import format_bytes
 
 DEFAULT_MAX_RECORD_BYTES = 512 * 2**20
-T = TypeVar("T")
 
 
 def attention_bytes(n_layer: int, n_head: int, prompt_tokens: int, new_tokens: int = 1, use_cache: bool = True) -> int:
@@ -108,12 +107,14 @@ class Recorder:
         """Whether this run records ``kind``."""
         return kind in self.kinds
 
-    def forward(self, fn: Callable[..., T], *args) -> T:
-        """Run one forward pass ``fn(*args)`` with this run's hooks attached only while it runs."""
+    @contextmanager
+    def capturing(self) -> Iterator[None]:
+        """Around one forward pass: this run's hooks are attached only while it runs, and what they saw is kept."""
         if not self.hook_kinds:
-            return fn(*args)
+            yield
+            return
         with capture(self.model, self.hook_kinds) as cap:
-            out = fn(*args)
+            yield
             self._captured = {}
             if "attention" in self.kinds:
                 self._captured["attention"] = [a.float().cpu() for a in cap.attention()]
@@ -121,7 +122,6 @@ class Recorder:
                 self._captured["residual"] = cap.residual().float().cpu()
             if "embeddings" in self.kinds:
                 self._captured["embeddings"] = {k: v.float().cpu() for k, v in cap.embeddings().items()}
-        return out
 
     def step(self, trace: Trace, index: int, sequence: list[int], t_start: float, t_end: float,
              sampling: SamplingStep | None, cache: KVCache | None) -> None:

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 
 from .. import _hf
 from ..errors import bad_value, check_number
-from ..generation import GenerationConfig, TextAssembler, next_text
+from ..generation import GenerationConfig, TextAssembler, stop_reason
 from ..i18n import tr
 from ..models import Model, as_ids, check_model
 from ..sampling import SamplingConfig, draw
@@ -319,10 +319,12 @@ class FastDecoder:
         for index in range(config.max_new_tokens):
             token = int(draw(logits[0], config.sampling, generator))                  # sample
             t_emit = clock(device) - t_req                                            # emit
-            piece, stop = next_text(self.model, config, text, token, index)
+            stop = stop_reason(self.model, config, token, index)
+            piece = text.add(token, final=stop is not None)
+            stop = text.stopped or stop
             trace.add_token(token, piece_text(self.model.tokenizer, token), t_emit, piece)
             if stop is not None:                                                      # stop?
                 trace.stop_reason, trace.text = stop, text.text
                 return trace
             logits = self.step(token)                                                 # decode
-        raise AssertionError("unreachable: next_text stops at max_new_tokens")
+        raise AssertionError("unreachable: stop_reason stops at max_new_tokens")

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..errors import check_number
-from ..generation import GenerationConfig, TextAssembler, next_text
+from ..generation import GenerationConfig, TextAssembler, stop_reason
 from ..i18n import tr
 from ..models import Model, check_model
 from ..plain import plain
@@ -167,7 +167,9 @@ def generate(model: Model, prompt: str, max_new_tokens: int | None = None, *, dr
     while True:
         t_emit, first = clock(device) - t_req, len(trace.generated_ids)
         for token in pending:                                                     # emit, and stop?
-            piece, stop = next_text(model, config, text, token, len(trace.generated_ids))
+            stop = stop_reason(model, config, token, len(trace.generated_ids))
+            piece = text.add(token, final=stop is not None)
+            stop = text.stopped or stop
             trace.add_token(token, piece_text(model.tokenizer, token), t_emit, piece)
             sequence.append(token)
             if stop is not None:
