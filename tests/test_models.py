@@ -171,7 +171,8 @@ def test_dtype_is_honoured():
 
 
 def test_loading_never_uses_pickle_or_remote_code():
-    src = (Path(il.__file__).parent / "_hf.py").read_text() + (Path(il.__file__).parent / "models.py").read_text()
+    lib = Path(il.__file__).parent
+    src = "".join(p.read_text() for p in [*sorted((lib / "_hf").glob("*.py")), lib / "models.py"])
     assert "use_safetensors=True" in src
     assert "trust_remote_code=True" not in src and "torch.load" not in src
     # every from_pretrained call refuses remote code explicitly (behaviour: tests/test_hardening.py)

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from . import _hf
-from .errors import bad_value
+from .errors import bad_value, one_line
 from .paths import BUNDLED_DIR
 
 _DTYPES = {"float32": torch.float32, "fp32": torch.float32, "float16": torch.float16,
@@ -149,10 +149,10 @@ def from_folder(path: Path, dtype, device):
     except ValueError:
         raise
     except Exception as exc:  # a tokenizer.json that is not one, unreadable files ...
-        raise ValueError(f"model={label!r}: its tokenizer files could not be read ({type(exc).__name__}: "
-                         f"{str(exc)[:200]}). Fix: tokenizer.save_pretrained(folder) from the model's "
+        raise ValueError(f"model={label!r}: its tokenizer files could not be read ({one_line(exc)}). "
+                         "Fix: tokenizer.save_pretrained(folder) from the model's "
                          "tokenizer.") from None
-    check_tokenizer(tok, label, vocab_size=_hf.shape_facts(hf).vocab_size)
+    check_tokenizer(tok, label, vocab_size=_hf.loaded_shape(hf).vocab_size)
     return hf, tok
 
 

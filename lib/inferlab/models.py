@@ -249,7 +249,7 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
         reason = reason or (tr("found in the local Hugging Face cache") if source == "hub-cache"
                             else tr("downloaded from the Hugging Face Hub"))
 
-    shape = _hf.shape_facts(hf)
+    shape = _hf.loaded_shape(hf)
     n_params, n_bytes = _count(hf)
     info = ModelInfo(
         name=name, source=source, path=path,
@@ -258,7 +258,7 @@ def _load(model: str, dev: torch.device, dt: torch.dtype, dtype, reason: str, ve
             reason=reason),
         n_layer=shape.n_layer, n_head=shape.n_head, d_model=shape.d_model, head_dim=shape.head_dim,
         n_ctx=shape.n_ctx, vocab_size=shape.vocab_size, n_params=n_params, weight_bytes=n_bytes,
-        dtype=dt, device=str(dev), attention=_hf.current_attention(hf), notes=tuple(notes),
+        dtype=dt, device=str(dev), attention=_hf.loaded_attention(hf), notes=tuple(notes),
     )
     if verbose:
         print(tr("inferlab: loaded {name} ({source}; {reason}) on {device}, {dtype}", name=info.name,

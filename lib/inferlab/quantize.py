@@ -129,13 +129,14 @@ def stored_bytes(module: torch.nn.Module) -> int:
     return sum(seen.values())
 
 
-def step_bytes(hf: torch.nn.Module) -> int:
+def step_bytes(model: Model) -> int:
     """Bytes one decode step reads: everything but the embedding tables, of which it reads one row each."""
-    wte, wpe = _hf.embedding_tensors(hf)
+    wte, wpe = _hf.embedding_tensors(model)
     tables = sum(t.numel() * t.element_size() for t in (wte, wpe))
     rows = sum(t.shape[1] * t.element_size() for t in (wte, wpe))
     # A tied head reads the whole wte table: count it back in.
-    return stored_bytes(hf) - tables + rows + (wte.numel() * wte.element_size() if _hf.tied_head(hf) else 0)
+    stored = stored_bytes(_hf.module(model))
+    return stored - tables + rows + (wte.numel() * wte.element_size() if _hf.tied_head(model) else 0)
 
 
 @dataclass(frozen=True)
@@ -195,17 +196,17 @@ def quantize(model: Model, kind: str, *, parts: str = "all") -> Quantized:
     module = _hf.copy_module(model)
     if kind in _FLOATS:
         module = module.to(_FLOATS[kind])
-    elif kind == "int8":
-        _hf.replace_projections(module, as_int8, blocks=parts != "head", head=parts != "blocks")
-    else:
-        _hf.replace_projections(module, Int4Linear, blocks=parts != "head", head=parts != "blocks")
+    copy = Model(module, tokenizer=model.tokenizer, info=model.info)  # its own info below, once its bytes are known
+    if kind == "int8":
+        _hf.replace_projections(copy, as_int8, blocks=parts != "head", head=parts != "blocks")
+    elif kind == "int4":
+        _hf.replace_projections(copy, Int4Linear, blocks=parts != "head", head=parts != "blocks")
     method = _method(kind, parts)
     module.eval()
     dtype = _FLOATS.get(kind, torch.float32)
-    info = replace(model.info, dtype=dtype, weight_bytes=stored_bytes(module),
-                   notes=(*model.info.notes, f"quantized: {kind} ({method})"))
-    return Quantized(kind, Model(module, tokenizer=model.tokenizer, info=info), method,
-                     info.weight_bytes, step_bytes(module))
+    copy.info = replace(model.info, dtype=dtype, weight_bytes=stored_bytes(module),
+                        notes=(*model.info.notes, f"quantized: {kind} ({method})"))
+    return Quantized(kind, copy, method, copy.info.weight_bytes, step_bytes(copy))
 
 
 @dataclass(frozen=True)
