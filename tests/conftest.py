@@ -90,6 +90,25 @@ def short_trace(model) -> il.Trace:
 
 
 @pytest.fixture(scope="module")
+def pat(short_trace):
+    """The short run's recorded attention as ``attention.Patterns`` (the attention and heads tests)."""
+    from inferlab import attention
+
+    return attention.Patterns.from_trace(short_trace)
+
+
+def _causal_uniform(T: int) -> torch.Tensor:
+    """Evenly spread causal attention ``[query_pos, key_pos]`` over T tokens."""
+    return torch.ones(T, T).tril() / torch.arange(1, T + 1).view(-1, 1)
+
+
+@pytest.fixture(scope="session")
+def causal_uniform():
+    """``causal_uniform(T)``: evenly spread causal attention ``[query_pos, key_pos]`` over T tokens."""
+    return _causal_uniform
+
+
+@pytest.fixture(scope="module")
 def own_choice_cache(tmp_path_factory):
     """weights="auto" remembers its measurements: a module that times layouts keeps its own, in a fresh folder."""
     from inferlab.fast import choice as fast_choice

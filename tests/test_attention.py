@@ -19,16 +19,6 @@ from inferlab.viz import show_token
 from inferlab.widgets import attention as wa
 
 
-@pytest.fixture(scope="module")
-def pat(short_trace) -> A.Patterns:
-    return A.Patterns.from_trace(short_trace)
-
-
-def causal_uniform(T: int) -> torch.Tensor:
-    """Evenly spread causal attention ``[query_pos, key_pos]`` over T tokens."""
-    return torch.ones(T, T).tril() / torch.arange(1, T + 1).view(-1, 1)
-
-
 # ----------------------------------------------------------------------------- recorded patterns
 def test_recorded_patterns_are_causal_probabilities(model, pat):
     L, H, T, T2 = pat.shape
@@ -134,7 +124,7 @@ def test_explorer_and_grid(pat):
         va.attention_grid(pat, max_panels=H)
 
 
-def test_grid_downsamples_long_prompts():
+def test_grid_downsamples_long_prompts(causal_uniform):
     long = A.Patterns(list(range(100)), ["x"] * 100, causal_uniform(100).expand(2, 3, 100, 100).clone())
     fig = va.attention_grid(long, max_tokens=16)
     assert "pooled" in fig.layout.title.text

@@ -29,7 +29,7 @@ from browser_support import (
 def site(tmp_path_factory):
     """The offline HTML edition of every notebook (and the glossary), exported once for these tests."""
     from inferlab.tools.export_html import export
-    from inferlab.tools.notebook_tools import notebooks_in
+    from inferlab.tools.notebook_files import notebooks_in
 
     browser_or_skip()
     out = tmp_path_factory.mktemp("html") / "site"
@@ -154,7 +154,7 @@ viz.setup_notebook()
 fig = viz.base_layout(go.Figure(go.Bar(x=["a", "b"], y=[1, 2])), {LONG_TITLE!r} + "<br><sub>and a second line</sub>")
 fig.update_layout(width=600)"""
 # Notebook 09's SLO slider over a latency-throughput curve measured here, small (three arrival rates).
-SLO_CELL = """from inferlab.serve import compare
+SLO_CELL = """from inferlab.measure import serve_runs as compare
 from inferlab.widgets import serve as ws
 sizes = compare.BenchSizes(max_batch=2, requests=4, prompt_tokens=(4, 8), new_tokens=(2, 6), load_seconds=0.5,
                            load_requests=(4, 6))

@@ -54,3 +54,15 @@ def test_unknown_device_message():
     with pytest.raises(ValueError) as err:
         il.load("bundled", device="quantum", verbose=False)
     assert "device='quantum'" in str(err.value) and "Fix" in str(err.value)
+
+
+def test_one_line_is_the_first_line_after_the_type_cut_at_the_limit():
+    from inferlab.errors import one_line
+
+    long = RuntimeError("  no C++ compiler found\nTraceback (most recent call last):\n  File ...  ")
+    assert one_line(long) == "RuntimeError: no C++ compiler found"
+    assert one_line(long, named=False) == "no C++ compiler found"
+    assert one_line(ValueError("x" * 300)) == "ValueError: " + "x" * 200
+    assert one_line(ValueError("abcdef"), 3, named=False) == "abc"
+    assert one_line(KeyError()) == one_line(KeyError(), named=False) == "KeyError"  # no text: the type's name
+    assert one_line(OSError(" \n ")) == "OSError"

@@ -1,7 +1,7 @@
 """``python -m inferlab.tools.gpu_check``: --help and the no-GPU path as a learner runs them, the table on fake numbers.
 
 The GPU path itself (timing and notebooks on CUDA) needs a GPU; it reuses ``tools.bench.bench_model``
-and ``tools.notebook_tools.execute``, which have their own tests.
+and ``tools.notebook_run.execute``, which have their own tests.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import sys
 
 from inferlab import cost
 from inferlab.cost import Shape
-from inferlab.tools import gpu_check, notebook_tools
+from inferlab.tools import gpu_check, notebook_files, notebook_run
 
 
 def run_command(*args: str) -> subprocess.CompletedProcess:
@@ -77,11 +77,11 @@ def test_run_notebooks_reports_each_failure_and_never_touches_the_originals(tmp_
     def fake_execute(path, timeout):
         ran.append(path)
         if path.name == "01_b.ipynb":
-            raise notebook_tools.NotebookError(f"{path}: not saved, cell 3 raised ValueError")
+            raise notebook_files.NotebookError(f"{path}: not saved, cell 3 raised ValueError")
         path.write_text("executed")
         return 1.5
 
-    monkeypatch.setattr(notebook_tools, "execute", fake_execute)
+    monkeypatch.setattr(notebook_run, "execute", fake_execute)
     lines = []
     failures = gpu_check.run_notebooks(tmp_path, 60, log=lines.append)
     assert [p.name for p in ran] == ["00_a.ipynb", "01_b.ipynb"]

@@ -17,17 +17,7 @@ from inferlab.viz import show_token
 from inferlab.widgets import attention as wa
 
 
-@pytest.fixture(scope="module")
-def pat(short_trace) -> A.Patterns:
-    return A.Patterns.from_trace(short_trace)
-
-
-def causal_uniform(T: int) -> torch.Tensor:
-    """Evenly spread causal attention ``[query_pos, key_pos]`` over T tokens."""
-    return torch.ones(T, T).tril() / torch.arange(1, T + 1).view(-1, 1)
-
-
-def test_scores_of_ideal_heads():
+def test_scores_of_ideal_heads(causal_uniform):
     T = 9
     prev = torch.zeros(T, T)
     prev[0, 0] = 1
@@ -67,7 +57,7 @@ def test_head_scores(model, pat):
         scores.top("punctuation")
 
 
-def test_entropy():
+def test_entropy(causal_uniform):
     T = 7
     one_key = torch.zeros(T, T)
     one_key[:, 0] = 1

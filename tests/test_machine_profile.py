@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from inferlab import cost, i18n, measure
+from inferlab import cost, i18n, kept, measure
 from inferlab.measure import machine
 
 
@@ -61,7 +61,7 @@ def test_measured_once_then_read_back_in_a_new_process(fresh, monkeypatch):
 def test_another_machine_measures_anew(fresh, monkeypatch):
     measure.machine_profile("cpu")
     monkeypatch.setattr(machine, "_PROFILES", {})
-    monkeypatch.setattr(machine, "cpu_name", lambda: "Some Other CPU")
+    monkeypatch.setattr(kept, "cpu_name", lambda: "Some Other CPU")
     other = measure.machine_profile("cpu")
     assert fresh.calls == [1, 2] and other.source == "measured" and "Some Other CPU" in other.machine
     assert len(json.loads(machine.profile_file().read_text())["profiles"]) == 2  # both kept

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from inferlab.tools.notebook_tools import edition_problems, notebooks_in, problems, stored_text
+from inferlab.tools.notebook_files import notebooks_in, stored_text
+from inferlab.tools.notebook_tools import edition_problems, problems
 
 ROOT = Path(__file__).resolve().parents[1]
 ALL = notebooks_in(ROOT)  # this checkout's notebooks (both editions), not the installed library's
@@ -81,3 +82,16 @@ def test_checked_cells_have_stable_output(path: Path):
             data = out.get("data", {})
             assert "application/vnd.plotly.v1+json" not in data and \
                 "application/vnd.jupyter.widget-view+json" not in data, f"figure/widget in a checked cell: {src[:80]}"
+
+
+# what a hidden cell may not do: a learner who folds hidden cells away must still see everything that was timed
+MEASURING = re.compile(r"\b(measure|profiling|speedups|fast|lat|lc|sb|sp)\.\w+\(|\bil\.(generate|stream|load)\(|"
+                       r"\bFastDecoder\(|_sweep\(|_runs\(")
+
+
+@pytest.mark.parametrize("path", ALL, ids=_id)
+def test_hidden_cells_narrate_and_do_not_measure(path: Path):
+    hidden = [(i, "".join(c["source"])) for i, c in enumerate(_stored(path)["cells"])
+              if c["cell_type"] == "code" and c.get("metadata", {}).get("jupyter", {}).get("source_hidden")]
+    bad = [(i, m.group(0)) for i, src in hidden for m in [MEASURING.search(src)] if m]
+    assert not bad, f"hidden cells that measure (show them; hide only narration): {bad}"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from inferlab.tools import reading_time as rt
-from inferlab.tools.notebook_tools import NotebookError
+from inferlab.tools.notebook_files import NotebookError
 
 ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE_MIN = 5  # a stated time may drift this far from the tool's before the tables must be redone

@@ -16,7 +16,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from inferlab.tools import download, export_html, notebook_tools
+from inferlab.tools import download, export_html, notebook_files, notebook_run, notebook_tools
 
 ROOT = Path(__file__).resolve().parents[1]
 TOOLS = ROOT / "lib" / "inferlab" / "tools"
@@ -220,8 +220,8 @@ def test_execute_refuses_a_folder_it_cannot_write_before_running(tmp_path, capsy
     def read_only(*args, **kwargs):  # what a read-only folder gives (chmod cannot show it when tests run as root)
         raise PermissionError(13, "Permission denied")
 
-    monkeypatch.setattr(notebook_tools.tempfile, "mkstemp", read_only)
-    monkeypatch.setattr(notebook_tools, "NotebookClient", None, raising=False)
+    monkeypatch.setattr(notebook_files.tempfile, "mkstemp", read_only)
+    monkeypatch.setattr(notebook_run, "NotebookClient", None, raising=False)
     started = []
     monkeypatch.setattr("jupyter_client.manager.KernelManager.start_kernel", lambda *a, **k: started.append(1))
     assert notebook_tools.main(["execute", "notebooks/01_one.ipynb"]) == 1
@@ -236,7 +236,7 @@ def test_execute_on_a_disk_that_fills_up_during_the_run_is_one_line(tmp_path, ca
     monkeypatch.setenv("INFERLAB_MODEL", "bundled")
     nb = _notebook(tmp_path / "notebooks" / "01_one.ipynb", "print(1)")
     before = nb.read_bytes()
-    real, calls = notebook_tools.tempfile.mkstemp, []
+    real, calls = notebook_files.tempfile.mkstemp, []
 
     def full_after_the_check(*args, **kwargs):
         calls.append(1)
@@ -244,7 +244,7 @@ def test_execute_on_a_disk_that_fills_up_during_the_run_is_one_line(tmp_path, ca
             raise OSError(28, "No space left on device")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(notebook_tools.tempfile, "mkstemp", full_after_the_check)
+    monkeypatch.setattr(notebook_files.tempfile, "mkstemp", full_after_the_check)
     assert notebook_tools.main(["execute", "--timeout", "120", "notebooks/01_one.ipynb"]) == 1
     lines = _lines(capsys.readouterr().err)
     assert len(lines) == 1 and lines[0].startswith("notebooks/01_one.ipynb: ran in ") and lines[0].endswith(
@@ -663,7 +663,7 @@ def test_check_reads_only_regular_files_of_a_notebooks_size(tmp_path, capsys, mo
     endless.symlink_to("/dev/zero")
     big = tmp_path / "big.ipynb"
     big.write_bytes(b" ")
-    monkeypatch.setattr(notebook_tools, "MAX_NOTEBOOK_BYTES", 0)
+    monkeypatch.setattr(notebook_files, "MAX_NOTEBOOK_BYTES", 0)
     for path, says in ((fifo, "is not a regular file"), (endless, "is not a regular file"), (big, "more than")):
-        with pytest.raises(notebook_tools.NotebookError, match=says):
-            notebook_tools.read_notebook(path)
+        with pytest.raises(notebook_files.NotebookError, match=says):
+            notebook_files.read_notebook(path)

@@ -13,6 +13,23 @@ from typing import Any
 from .i18n import tr
 
 
+def one_line(exc: BaseException, limit: int = 200, *, named: bool = True) -> str:
+    """``exc`` as one line for a message that must stay one line: its text's first line, cut at ``limit``
+    characters, after its type's name (``named=False``: the text alone). An exception with no text gives its
+    type's name.
+
+    >>> one_line(ValueError("bad shape\\n  at line 3"))
+    'ValueError: bad shape'
+    >>> one_line(KeyError(), named=False)
+    'KeyError'
+    """
+    text = str(exc).strip()
+    if not text:
+        return type(exc).__name__
+    first = text.splitlines()[0][:limit]
+    return f"{type(exc).__name__}: {first}" if named else first
+
+
 def bad_value(name: str, value: Any, allowed: str, fix: str) -> ValueError:
     """Build a ``ValueError`` that names the parameter, the value, what is allowed and the fix.
 

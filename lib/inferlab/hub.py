@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from . import _hf
 from .checkpoints import check_config, check_tokenizer
+from .errors import one_line
 from .i18n import tr
 
 HUB_PROBE_SECONDS = 3.0
@@ -116,5 +117,5 @@ def from_hub(name: str, dtype, device):
         raise
     except Exception as exc:  # the hub knows the name (the probe said so): the transfer failed
         raise ConnectionError(f"model={name!r}: the hub knows this model, but downloading it failed "
-                              f"({type(exc).__name__}: {str(exc)[:200]}). Fix: try again, check the network, or "
+                              f"({one_line(exc)}). Fix: try again, check the network, or "
                               "use model='bundled'.") from exc

@@ -19,12 +19,7 @@ slower than the engine's arithmetic, only leaner around it.
 
 from __future__ import annotations
 
-import functools
-import json
-import os
-import platform
 import re
-import subprocess
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from .. import kept
+from ..errors import one_line
 from ..i18n import tr
 from ..plain import plain
 from ..timing import interleave, summarize, time_call
@@ -41,19 +38,6 @@ STEPS = 3  # decode steps timed per round
 PROMPT_TOKENS = 8  # the measured steps decode after this many cached tokens
 
 _MEMORY: dict[str, dict] = {}  # this process's choices, by cache key
-
-
-@functools.cache  # the CPU does not change while a process runs
-def cpu_name() -> str:
-    """The CPU's model name (``lscpu``'s "Model name", else ``platform.processor()``), e.g. ``"AMD EPYC"``."""
-    try:
-        out = subprocess.run(["lscpu"], capture_output=True, text=True, timeout=5).stdout
-        names = [line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Model name")]
-        if names and names[0]:
-            return names[0]
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return platform.processor() or platform.machine() or "unknown CPU"
 
 
 def library_versions() -> dict[str, str | int]:
@@ -136,12 +120,13 @@ class Choice:
         return plain(self)
 
 
+CACHE_NAME = "fast_choice.json"  # the name it had when this module was inferlab.fast_choice
+
+
 def cache_file() -> Path:
-    """Where choices are remembered between processes: ``$INFERLAB_CACHE``, else the user's cache folder."""
-    root = os.environ.get("INFERLAB_CACHE")
-    if not root:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "inferlab"
-    return Path(root) / "fast_choice.json"
+    """Where choices are remembered between processes: ``$INFERLAB_CACHE``, else the user's cache folder
+    (``kept.folder``)."""
+    return kept.path(CACHE_NAME)
 
 
 LAYOUTS_VERSION = 2  # bumped when a layout changes how fast it runs: choices measured before are measured again
@@ -151,20 +136,16 @@ def cache_key(model, *, batch: int, compile: bool, what: str = "layout") -> str:
     """Machine + shape + dtype + threads + compile: a choice measured under one key holds for all its decoders.
     ``what``: ``"layout"`` (``choose``) or ``"packed rows"`` (``packed_rows``)."""
     info = model.info
-    key = {"cpu": cpu_name(), "device": str(model.device), "dtype": str(info.dtype),
-           "shape": [info.n_layer, info.n_head, info.d_model, info.vocab_size], "batch": batch,
-           "threads": torch.get_num_threads(), "compile": compile, "torch": torch.__version__,
-           "layouts": LAYOUTS_VERSION}
-    return json.dumps(key if what == "layout" else {**key, "what": what})
+    return kept.machine_key(device=str(model.device), dtype=str(info.dtype),
+                            shape=[info.n_layer, info.n_head, info.d_model, info.vocab_size], batch=batch,
+                            threads=torch.get_num_threads(), compile=compile, torch=torch.__version__,
+                            layouts=LAYOUTS_VERSION, **({} if what == "layout" else {"what": what}))
 
 
 def _read_file() -> dict:
-    """The cache file's choices; an unreadable or corrupt file counts as empty (it is rewritten on the next save)."""
-    try:
-        data = json.loads(cache_file().read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    """The cache file's choices; an unreadable or corrupt file counts as empty, said once (``kept.read``), and is
+    rewritten on the next save."""
+    return kept.read(CACHE_NAME, "FastDecoder(weights='auto')")
 
 
 def remembered(key: str) -> Choice | None:
@@ -183,15 +164,7 @@ def remember(key: str, choice: Choice | dict) -> None:
     """Keep ``choice`` in this process and in the cache file (silently skipped where the file cannot be written)."""
     entry = choice if isinstance(choice, dict) else choice.to_dict()
     _MEMORY[key] = entry
-    path = cache_file()
-    data = {**_read_file(), key: entry}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1))
-        os.replace(tmp, path)  # whole file or nothing, even with two processes saving at once
-    except OSError:
-        pass
+    kept.write(CACHE_NAME, {**_read_file(), key: entry})
 
 
 def forget() -> None:
@@ -213,7 +186,7 @@ def time_candidates(runs: dict[str, Callable[[], object]], device=None, rounds: 
         try:
             run()  # the first call compiles a compiled candidate
         except Exception as e:  # torch.compile raises many kinds
-            out[name] = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+            out[name] = one_line(e)
     ok = {k: (lambda r=r: summarize(time_call(r, repeats=STEPS, warmup=0, device=device)).median)
           for k, r in runs.items() if k not in out}
     timed = interleave(ok, rounds, warmup=0)

@@ -16,8 +16,8 @@
   with ``spot_check`` (the same two rates, a few runs): beyond ``gate.STALE_MAX`` it is measured again.
 
 Each times its operation with ``timing.time_call`` (warm-up, device sync, repeats) and keeps the
-best repeat: a ceiling is what the machine *can* do, so noise only ever makes it look lower. It is one piece (over
-300 lines) on purpose: the profile every floor quotes, how it is measured, kept and checked, read top to bottom.
+best repeat: a ceiling is what the machine *can* do, so noise only ever makes it look lower. Where the profile is
+kept, and the one rule for a damaged file, are ``inferlab.kept``'s (shared with the fast path's layout choices).
 
     >>> machine_profile()      # doctest: +SKIP
     MachineProfile(cpu float32: 21.4 GB/s copy bandwidth, 160.2 GFLOP/s matmul, ridge 7.5 FLOP/B, best of 7 runs ...);
@@ -27,11 +27,9 @@ best repeat: a ceiling is what the machine *can* do, so noise only ever makes it
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import statistics
 import time
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -39,11 +37,10 @@ from typing import TypeVar
 
 import torch
 
-from .. import gate
+from .. import gate, kept
 from ..checkpoints import resolve_device
 from ..cost import MachineProfile
 from ..errors import bad_value, check_number
-from ..fast.choice import cache_file, cpu_name
 from ..i18n import tr
 from ..timing import time_call
 
@@ -182,45 +179,39 @@ class SavedProfile(MachineProfile):
                   profile=MachineProfile.__repr__(self), age=self.age(), when=when, machine=self.machine)
 
 
+PROFILE_NAME = "machine_profile.json"
+
+
 def profile_file() -> Path:
     """Where profiles are kept between processes: ``machine_profile.json`` beside the fast path's choices
-    (``$INFERLAB_CACHE``, else ``~/.cache/inferlab/``). JSON only: reading it can never run code."""
-    return cache_file().parent / "machine_profile.json"
+    (``kept.folder``: ``$INFERLAB_CACHE``, else ``~/.cache/inferlab/``). JSON only: reading it can never run code."""
+    return kept.path(PROFILE_NAME)
 
 
 def machine_key(device: torch.device, dtype: torch.dtype) -> str:
     """What a profile holds for: the CPU model, its core count, the threads torch uses, torch's version, the
     device (with a GPU's name) and the dtype. Another machine, or the same one with other threads, measures anew."""
     gpu = torch.cuda.get_device_name(device) if device.type == "cuda" else None
-    return json.dumps({"cpu": cpu_name(), "cores": os.cpu_count(), "threads": torch.get_num_threads(),
-                       "torch": torch.__version__, "device": str(device), "gpu": gpu, "dtype": str(dtype)})
+    return kept.machine_key(cores=os.cpu_count(), threads=torch.get_num_threads(), torch=torch.__version__,
+                            device=str(device), gpu=gpu, dtype=str(dtype))
 
 
 def _describe(device: torch.device) -> str:
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else kept.cpu_name()
     return tr("{name}, {threads} threads", name=name, threads=torch.get_num_threads())
 
 
 def _read_profiles() -> dict:
     """The profile file's entries (key -> fields); a missing file is empty, an unreadable or foreign one is
-    ignored with a warning that says so (it is replaced on the next save)."""
-    path = profile_file()
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return {}
-    except (OSError, ValueError) as e:  # not JSON (a truncated write, a pickle, another program's file)
-        return _ignore(path, f"{type(e).__name__}: {e}")
+    ignored with a warning that says so (``kept.read``; it is replaced on the next save)."""
+    return kept.read(PROFILE_NAME, "machine_profile", _not_profiles).get("profiles", {})
+
+
+def _not_profiles(data) -> str | None:
+    """Why ``data`` is not a profile file of this ``FORMAT`` (None when it is one)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT or not isinstance(data.get("profiles"), dict):
-        return _ignore(path, tr("not a machine-profile file of format {format}", format=FORMAT))
-    return data["profiles"]
-
-
-def _ignore(path: Path, why: str) -> dict:
-    warnings.warn(tr("machine_profile: ignored {path} ({why}); this machine is measured again and the file "
-                     "rewritten. Delete the file if another program owns it.", path=path, why=str(why)[:200]),
-                  UserWarning, stacklevel=4)
-    return {}
+        return tr("not a machine-profile file of format {format}", format=FORMAT)
+    return None
 
 
 def _from_entry(entry) -> SavedProfile | None:
@@ -242,16 +233,8 @@ def _from_entry(entry) -> SavedProfile | None:
 def _save(key: str, profile: SavedProfile) -> None:
     """Add ``profile`` to the file (atomically: two processes saving at once leave one whole file);
     silently skipped where the folder cannot be written."""
-    path = profile_file()
     entry = {k: v for k, v in profile.to_dict().items() if k != "source"}
-    data = {"format": FORMAT, "profiles": {**_read_profiles(), key: entry}}
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(data, indent=1), encoding="utf-8")
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    kept.write(PROFILE_NAME, {"format": FORMAT, "profiles": {**_read_profiles(), key: entry}})
 
 
 _PROFILES: dict[str, SavedProfile] = {}  # this process's profiles, by machine_key

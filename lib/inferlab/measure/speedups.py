@@ -26,6 +26,7 @@ from functools import partial
 from .. import gate
 from ..cost import MachineProfile, Shape, prefill_floor_at
 from ..engine import generate, prefill
+from ..errors import one_line
 from ..fast import FastDecoder, onednn_packing
 from ..i18n import tr
 from ..models import Model
@@ -142,7 +143,7 @@ def compiled_decoder(model: Model, slots: int, prompt: str, **kwargs) -> tuple[F
         dec.generate(prompt, 2, stop_at_eos=False)
         return dec, None
     except Exception as e:  # torch.compile raises many kinds (no compiler, unsupported op ...)
-        return None, f"torch.compile failed: {type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
+        return None, f"torch.compile failed: {one_line(e)}"
 
 
 def fast_decoders(model: Model, slots: int, prompt: str, *,

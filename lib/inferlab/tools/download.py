@@ -18,6 +18,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..errors import one_line
 from . import Parser
 
 PATTERNS = ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
@@ -103,8 +104,8 @@ def download(name: str, out: Path, revision: str | None = None) -> str:
         try:
             described = verify(tmp)
         except (ValueError, TypeError, OSError) as e:
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise DownloadError(f"downloaded {name!r} but it does not load as a GPT-2 model: {first}") from None
+            raise DownloadError(f"downloaded {name!r} but it does not load as a GPT-2 model: "
+                                f"{one_line(e, named=False)}") from None
         try:
             out.parent.mkdir(parents=True, exist_ok=True)
             if out.is_dir():
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
               "Fix: free some disk space (or choose another --out) and run it again.", file=sys.stderr)
         return 1
     except Exception as e:  # a defect of this tool: still one line, and no folder left behind
-        print(f"download failed ({type(e).__name__}: {str(e).strip()[:200]}); nothing was written to {args.out}. "
+        print(f"download failed ({one_line(e)}); nothing was written to {args.out}. "
               "This is a bug: please report it with the command you ran.", file=sys.stderr)
         return 1
     print(f"downloaded {args.name} to {args.out}")

@@ -31,8 +31,9 @@ import tempfile
 from pathlib import Path
 from urllib.parse import quote
 
+from ..errors import one_line
 from . import Parser, offline_page
-from .notebook_tools import NotebookError, find_root, notebooks_in, read_notebook, shown, stored_text
+from .notebook_files import NotebookError, find_root, notebooks_in, read_notebook, shown, stored_text, umask
 from .offline_page import math_to_mathml, rewrite_links, static_view, strip_cdn_scripts, widget_state
 from .safe_html import clean_html, script_json
 
@@ -292,7 +293,7 @@ def _export(out_dir, notebooks, glossary=None, working_tree=False) -> tuple[list
     # Build beside --out (same disk, so the final moves are renames); nothing appears there until the end.
     build = Path(tempfile.mkdtemp(dir=beside, prefix=f".{out_dir.name}.partial-"))
     try:
-        os.chmod(build, 0o777 & ~_umask())  # mkdtemp's 0700 would hide the site from a web server
+        os.chmod(build, 0o777 & ~umask())  # mkdtemp's 0700 would hide the site from a web server
         (build / SITE_MARK).write_text("made by python -m inferlab.tools.export_html; it replaces this folder "
                                        "whole on the next export\n", encoding="utf-8")
         shutil.copy(plotly_js_path(), build / "plotly.min.js")
@@ -306,7 +307,7 @@ def _export(out_dir, notebooks, glossary=None, working_tree=False) -> tuple[list
                 page = _page(exporter, nb, source)
             except (ValueError, TypeError, AttributeError, KeyError, IndexError) as e:  # odd outputs inside
                 raise NotebookError(f"{shown(path)}: cannot be exported, an output is not what a notebook holds "
-                                    f"({type(e).__name__}: {str(e).strip()[:120]}). Fix: restore it "
+                                    f"({one_line(e, 120)}). Fix: restore it "
                                     f"(git checkout -- {shown(path)}) or re-run it.") from None
             target = build / offline_page.site_path(source)
             target.parent.mkdir(exist_ok=True)
@@ -331,12 +332,6 @@ def _export(out_dir, notebooks, glossary=None, working_tree=False) -> tuple[list
     finally:
         shutil.rmtree(build, ignore_errors=True)
     return pages, edited
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -369,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--out {out}: interrupted; nothing was changed.", file=sys.stderr)
         return 130
     except Exception as e:  # a defect of this tool: still one line, and still nothing half-written
-        print(f"export_html failed ({type(e).__name__}: {str(e).strip()[:200]}); nothing was changed in {out}. "
+        print(f"export_html failed ({one_line(e)}); nothing was changed in {out}. "
               "This is a bug: please report it with the command you ran.", file=sys.stderr)
         return 1
     for stem, n in pages:

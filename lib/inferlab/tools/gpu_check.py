@@ -28,7 +28,7 @@ from pathlib import Path
 
 from ..cost import Shape, decode_cost
 from . import Parser
-from .notebook_tools import NotebookError, find_root, notebooks_in
+from .notebook_files import NotebookError, find_root, notebooks_in
 
 DTYPES = ("float16", "float32")
 VARIANTS = ("engine", "generate()", "fast", "fast+compile")
@@ -105,7 +105,7 @@ def run_notebooks(root: Path, timeout: int, log=print) -> list[str]:
 
     Returns one line per failed notebook (empty when all ran).
     """
-    from .notebook_tools import execute
+    from .notebook_run import execute
 
     failures = []
     with tempfile.TemporaryDirectory(prefix="inferlab-gpu-check-") as tmp:

@@ -37,7 +37,7 @@ from datetime import datetime
 from pathlib import Path
 
 from . import Parser
-from .notebook_tools import NotebookError, find_root, notebooks_in, shown
+from .notebook_files import NotebookError, find_root, notebooks_in, shown
 
 WORDS_PER_MIN = 130      # English, studied (see the module docstring for the sources)
 CJK_CHARS_PER_MIN = 240  # Chinese, studied: the English rate x the translation's characters per word
