@@ -12,8 +12,8 @@ import math
 import pytest
 
 import inferlab as il
+from inferlab import kept
 from inferlab.cost import MachineProfile, Shape, prefill_cost
-from inferlab.fast import choice as fast_choice
 from inferlab.measure import KernelComparison, Sweep, speedups
 from inferlab.tools import bench
 from inferlab.viz import speed
@@ -76,7 +76,7 @@ def test_benchmark_command_writes_json_and_table(tmp_path, capsys):
     assert set(r["variants"]) == {"engine", "generate()", "fast"}
     assert r["read_bytes_per_s"] == result["read_bytes_per_s"] > 0  # the read-only bandwidth, measured once
     assert "x generate()" in printed and "x read floor" in printed and out.exists()
-    assert result["cpu"] == fast_choice.cpu_name() and result["threads"] >= 1  # two machines' tables compare
+    assert result["cpu"] == kept.cpu_name() and result["threads"] >= 1  # two machines' tables compare
     assert result["torch"] in printed and "MKL:" in printed and "oneDNN:" in printed
     assert r["choices"]["fast"]["summary"] in printed  # which layout the fast path measured fastest
     assert result["command"].startswith("python -m inferlab.tools.bench")
@@ -129,7 +129,7 @@ def test_apply_floors_judges_each_request_against_the_rate_measured_just_before_
 
 # ----------------------------------------------------------------------------- the serving targets (issue 31)
 def test_serve_entry_prints_every_target_with_its_verdict(tmp_path, capsys):
-    from inferlab.serve import bench as serve_bench
+    from inferlab.measure import serving_targets as serve_bench
 
     assert tuple(serve_bench.ROWS) == bench.SERVE_ROWS  # the command's --rows choices name the library's rows
     out = tmp_path / "serve.json"
@@ -153,7 +153,7 @@ def test_serve_entry_prints_every_target_with_its_verdict(tmp_path, capsys):
 
 
 def test_serve_rows_count_what_they_say(model):
-    from inferlab.serve import bench as serve_bench
+    from inferlab.measure import serving_targets as serve_bench
     from inferlab.serve import run, workload
 
     reqs = workload(6, math.inf, (4, 8), (3, 6), 1, model=model)
@@ -165,8 +165,9 @@ def test_serve_rows_count_what_they_say(model):
 
 
 def test_a_divergence_is_judged_by_the_solo_runs_logit_margin(model, monkeypatch):
-    from inferlab.serve import bench as serve_bench
-    from inferlab.serve import compare, request
+    from inferlab.measure import serve_runs as compare
+    from inferlab.measure import serving_targets as serve_bench
+    from inferlab.serve import request
 
     r = request(model, "ROMEO. But soft", max_new_tokens=4)
     want = compare.solo_tokens(model, r)
@@ -176,17 +177,18 @@ def test_a_divergence_is_judged_by_the_solo_runs_logit_margin(model, monkeypatch
     assert d.solo == want[2] and d.margin == pytest.approx(float(logits[want[2]] - logits[runner_up]), abs=1e-5)
     assert d.margin > 0 and d.near_tie == (d.margin < compare.NEAR_TIE)
     far = compare.Divergence("static", 0, 1, 7, 8, 2.5)
-    monkeypatch.setattr(serve_bench, "equality", lambda m: compare.Equality({"static": (3, 4, 0, True)}, (far,)))
+    checked = compare.Equality({"static": compare.SettingCheck(3, 4, 0, True)}, (far,))
+    monkeypatch.setattr(serve_bench, "equality", lambda m: checked)
     row = serve_bench.divergence_row(model)
     assert not row.passed and row.value == 1 and "static #0 token 1: margin 2.5" in row.detail
 
 
 def test_the_throughput_row_alternates_which_policy_runs_first(model, monkeypatch):
-    from inferlab.serve import bench as serve_bench
-    from inferlab.serve import compare
+    from inferlab.measure import serve_runs as compare
+    from inferlab.measure import serving_targets as serve_bench
 
     sizes = dataclasses.replace(compare.BenchSizes.small(), workloads=3)
-    _, _, res = compare.batching_runs(model, sizes, 0, ("continuous", "static"))
+    res = compare.batching_runs(model, sizes, 0, ("continuous", "static")).runs
     assert list(res) == ["continuous", "static"]  # run in the order asked
     with pytest.raises(ValueError, match=r"order=.*'static' and 'continuous' once each"):
         compare.batching_runs(model, sizes, 0, ("static", "static"))
@@ -204,7 +206,7 @@ def test_the_throughput_row_alternates_which_policy_runs_first(model, monkeypatc
 
 
 def test_speculative_entry_refuses_bad_repeats_and_prints_each_row_with_its_verdict(model, capsys):
-    from inferlab.serve.bench import TargetRow
+    from inferlab.measure.targets import TargetRow
     from inferlab.speculative import targets
 
     with pytest.raises(SystemExit):

@@ -494,9 +494,9 @@ def test_printed_labels_and_numbers_follow_the_reader(lang):
     from inferlab import cost
     from inferlab.measure.kernels import RECORDING, KernelComparison
     from inferlab.measure.languages import PromptTTFT
+    from inferlab.measure.serve_runs import SERVE_MODEL_LAYOUT
     from inferlab.measure.sweeps import Sweep
     from inferlab.narrate import n03, n07, n09
-    from inferlab.serve.compare import SERVE_MODEL_LAYOUT
     from inferlab.timing import summarize
     from inferlab.tokens import TextCost
 

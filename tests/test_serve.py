@@ -13,9 +13,9 @@ import pytest
 import torch
 
 import inferlab as il
-from inferlab.fast.layouts import onednn_packing
-from inferlab.serve import BlockPool, Request, paged, request, run, workload
-from inferlab.serve.paged import PagedKV, Segment, resolve_weights
+from inferlab.fast.layouts import onednn_packing, resolve_weights
+from inferlab.serve import BlockPool, Request, padded, paged, request, run, workload
+from inferlab.serve.paged import PagedKV, Segment
 
 
 @pytest.fixture(scope="module")
@@ -29,8 +29,9 @@ def prefixed(model) -> list[Request]:
     """Four requests opening with the same 40 tokens (two full blocks of 16). The first arrives alone and answers
     with 12 tokens; the others arrive 1 ms later, after its first iteration and (on any machine) before its last."""
     out = workload(4, math.inf, prompt_tokens=(3, 12), new_tokens=(3, 8), seed=5, model=model, shared_prefix=40)
-    return [Request(r.id, r.prompt, r.prompt_ids, 12 if r.id == 0 else r.max_new_tokens, 0.001 if r.id else 0.0,
-                    r.stop_at_eos) for r in out]
+    return [Request(r.id, r.prompt, r.prompt_ids, il.GenerationConfig(max_new_tokens=12 if r.id == 0 else
+                                                                       r.max_new_tokens, stop_at_eos=r.stop_at_eos),
+                    0.001 if r.id else 0.0) for r in out]
 
 
 @pytest.fixture(scope="module")
@@ -250,12 +251,12 @@ def test_padding_rows_use_scratch_reserved_before_the_clock(model, reqs, monkeyp
     would copy the whole pool (every layer's keys and values) inside the measured run."""
     kv = PagedKV(model, 2, 16)
     with pytest.raises(RuntimeError, match="reserve_padding"):
-        kv.padding(0, start=40)
-    kv.reserve_padding(41)
-    assert kv.padding(0, start=40).table == (2, 3, 4) and kv.k[0].shape[0] == (2 + 3) * 16
+        padded.padding(kv, 0, start=40)
+    padded.reserve_padding(kv, 41)
+    assert padded.padding(kv, 0, start=40).table == (2, 3, 4) and kv.k[0].shape[0] == (2 + 3) * 16
     grown = []
-    real = PagedKV.reserve_padding
-    monkeypatch.setattr(PagedKV, "reserve_padding", lambda self, n: grown.append(n) or real(self, n))
+    real = padded.reserve_padding
+    monkeypatch.setattr(padded, "reserve_padding", lambda kv, n: grown.append(n) or real(kv, n))
     run(model, reqs, policy="static", max_batch=3)
     assert grown == [max(len(r.prompt_ids) + r.max_new_tokens for r in reqs)]  # once, for the longest request
 
@@ -391,7 +392,8 @@ def test_transformers_generate_batch_gives_the_same_tokens(model, short):
 
     ids = [list(r.prompt_ids) for r in short]
     theirs = _hf.hf_generate_batch(model, ids, max_new_tokens=4, max_batch=4, block_size=16, kv_blocks=8)
-    same = [Request(r.id, r.prompt, r.prompt_ids, 4, 0.0, False) for r in short]
+    same = [Request(r.id, r.prompt, r.prompt_ids, il.GenerationConfig(max_new_tokens=4, stop_at_eos=False), 0.0)
+            for r in short]
     assert theirs == [list(s.tokens) for s in run(model, same, max_batch=4).requests]
     assert il.generate(model, short[0].prompt, max_new_tokens=4, stop_at_eos=False).generated_ids == theirs[0]
 
@@ -411,3 +413,52 @@ def test_padded_generate_gives_the_same_tokens(model, short):
     assert [len(t) for t in theirs] == [5] * len(short)  # no stop token: every row runs to the end
     for r, t in zip(short, theirs, strict=True):
         assert il.generate(model, r.prompt, max_new_tokens=5, stop_at_eos=False).generated_ids == t
+
+
+def test_one_step_schedules_runs_and_post_processes(model):
+    """Scheduler.step: the plan (who runs which tokens), one batched forward, each emitted token; a finished
+    request's blocks go back, and the next step admits the one that waited for its slot."""
+    sched = il.serve.Scheduler(model, il.serve.ServeConfig(max_batch=2, kv_blocks=8))
+    rs = [request(model, text, 2, id=i, stop_at_eos=False) for i, text in enumerate(["To be, or not", "ROMEO.", "Hi"])]
+    for r in rs:
+        sched.add(r)
+    first = sched.step()
+    assert first.runs == ((0, len(rs[0].prompt_ids)), (1, len(rs[1].prompt_ids)))
+    assert [w.id for w in sched.waiting] == [2]  # two slots: the third waits
+    assert [rid for rid, _ in first.emitted] == [0, 1] and dict(first.tables) == {0: (0,), 1: (1,)}
+    second = sched.step()
+    assert second.runs == ((0, 1), (1, 1)) and sorted(sched.done) == [0, 1] and sched.pool.used_blocks == 0
+    third = sched.step()
+    assert third.runs == ((2, len(rs[2].prompt_ids)),) and [it.index for it in sched.iterations] == [0, 1, 2]
+    for r in rs[:2]:
+        want = il.generate(model, r.prompt, config=r.config).generated_ids
+        assert [t for it in (first, second) for rid, t in it.emitted if rid == r.id] == want
+    with pytest.raises(ValueError, match="id"):
+        sched.add(rs[0])  # served already: its id is taken
+
+
+def test_run_takes_a_config_and_overrides_and_refuses_an_unknown_setting(model, reqs, monkeypatch):
+    base = il.serve.ServeConfig(policy="static", max_batch=2, block_size=8)
+    result = run(model, reqs[:2], base, max_batch=3)
+    assert (result.settings.policy, result.settings.max_batch, result.settings.block_size) == ("static", 3, 8)
+    assert result.settings.kv_blocks is not None  # sized for max_batch of the longest request
+    monkeypatch.setattr(il.serve.Scheduler, "serve", lambda *a: pytest.fail("ran before refusing"))
+    with pytest.raises(TypeError, match=r"unknown setting\(s\) \['max_bach'\].*Fix"):
+        run(model, reqs, max_bach=2)
+    with pytest.raises(TypeError, match="config must be a ServeConfig"):
+        run(model, reqs, {"max_batch": 2})
+
+
+def test_stop_tokens_and_stop_strings_end_a_request_as_in_generate(model):
+    """A request stops through generation.stop_reason (and its text's stop strings), so its answer is il.generate's."""
+    free = il.generate(model, "ROMEO.", max_new_tokens=12, stop_at_eos=False)
+    ids = free.generated_ids
+    piece = model.decode(ids[1:4])  # text the free answer writes by its fourth token
+    rs = [request(model, "ROMEO.", 12, id=0, stop_at_eos=False, stop_token_ids=(ids[3],)),
+          request(model, "ROMEO.", 12, id=1, stop_at_eos=False, stop_strings=(piece,)),
+          request(model, "ROMEO.", 12, id=2, stop_at_eos=False)]
+    served = run(model, rs, max_batch=3)
+    for s in served.requests:
+        assert list(s.tokens) == il.generate(model, s.request.prompt, config=s.request.config).generated_ids
+    assert len(served.requests[0].tokens) <= 4 and len(served.requests[1].tokens) < 12
+    assert len(served.requests[2].tokens) == 12

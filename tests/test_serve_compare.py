@@ -1,4 +1,4 @@
-"""serve.compare's measurements for notebook 09: a run's steady state (did the queue grow?), the load sweep, the
+"""measure.serve_runs' measurements for notebook 09: a run's steady state (did the queue grow?), the load sweep, the
 decoders' gaps around a long prompt, the step sweep through serve's forward, the spread over workloads.
 
 The steady-state logic is checked on hand-made runs (arrivals and finishes chosen so the answer is known); the rest
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import pytest
 
 from inferlab import gate, measure
-from inferlab.serve import compare
+from inferlab.measure import serve_runs as compare
 
 
 def fake_run(arrivals, finishes, tokens=2):
@@ -112,12 +112,13 @@ def test_step_sweep_times_serves_forward_and_leaves_the_gates_record(model, monk
 
 def test_batching_spread_pools_workloads_run_both_ways_round(model):
     sizes = compare.BenchSizes(max_batch=2, requests=3, prompt_tokens=(4, 8), new_tokens=(2, 4), workloads=2)
-    spread, runs = compare.batching_spread(model, sizes, seed=3)
+    spread = compare.batching_spread(model, sizes, seed=3)
+    runs = [b.runs for b in spread.runs]
     assert [(w[0], w[1]) for w in spread.workloads] == [(3, "static"), (4, "continuous")]
-    tokens = sum(r[p].summary.generated_tokens for _, _, r in runs for p in ("continuous",))
-    seconds = sum(r["continuous"].summary.seconds for _, _, r in runs)
-    static = sum(r["static"].summary.generated_tokens for _, _, r in runs) / sum(
-        r["static"].summary.seconds for _, _, r in runs)
+    tokens = sum(r[p].summary.generated_tokens for r in runs for p in ("continuous",))
+    seconds = sum(r["continuous"].summary.seconds for r in runs)
+    static = sum(r["static"].summary.generated_tokens for r in runs) / sum(
+        r["static"].summary.seconds for r in runs)
     assert spread.pooled == pytest.approx(tokens / seconds / static)
     assert len(spread.ratios) == 2 and "pooled" in repr(spread)
     with pytest.raises(ValueError, match="workloads"):

@@ -14,7 +14,8 @@ import pytest
 from test_narrate_language import chinese
 
 from inferlab import i18n, narrate
-from inferlab.serve import compare, run, workload
+from inferlab.measure import serve_runs as compare
+from inferlab.serve import run, workload
 from inferlab.viz import serve as vs
 from inferlab.widgets import serve as ws
 

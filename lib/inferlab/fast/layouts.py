@@ -17,6 +17,10 @@ Each layout (``WEIGHTS``) keeps the model's own ``[in, out]`` tensors and adds a
 
 A prompt's products (many rows) always run as matrix-matrix products on the model's own layout into buffers
 reused by every block (``PromptScratch``): the layouts are for one row at a time (see ``inferlab.fast``).
+
+``inferlab.serve`` takes its products from here too (``block_weights``), and names its choice in the same terms
+(``SERVE_WEIGHTS``): ``"packed"`` is the layout above, ``"model"`` the model's own tensors (``"tied"``'s products),
+``"auto"`` packed wherever oneDNN can pack (``resolve_weights``).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import _hf
+from ..errors import bad_value
 from ..i18n import tr
 from ..models import Model
 
@@ -80,6 +85,29 @@ def onednn_packing(dtype: torch.dtype = torch.float32) -> bool:
         return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "").shape == (1, 16)
     except (AttributeError, RuntimeError, NotImplementedError):
         return False
+
+
+# serve's weights (``inferlab.serve``): "packed" as above, "model" the model's own [in, out] tensors (the products
+# "tied" runs), "auto" packed where ``onednn_packing`` says this CPU can
+SERVE_WEIGHTS = ("auto", "packed", "model")
+
+
+def check_serve_weights(weights: str) -> None:
+    """Refuse a ``weights`` that is not one of ``SERVE_WEIGHTS``, naming the choices."""
+    if weights not in SERVE_WEIGHTS:
+        raise bad_value("weights", weights, f"one of {list(SERVE_WEIGHTS)}",
+                        "use 'auto' (packed where this CPU allows), 'packed' or 'model' (the model's own tensors)")
+
+
+def resolve_weights(weights: str, like: torch.Tensor) -> str:
+    """``"packed"`` or ``"model"`` for serve's ``weights`` (``"auto"``: packed where oneDNN packs ``like``'s dtype
+    on a CPU)."""
+    check_serve_weights(weights)
+    can_pack = like.device.type == "cpu" and onednn_packing(like.dtype)
+    if weights == "packed" and not can_pack:
+        raise bad_value("weights", weights, f"'model' or 'auto' on {like.device.type} with {like.dtype} weights",
+                        "oneDNN cannot pack these weights here: use weights='auto' or 'model'")
+    return "packed" if weights == "packed" or (weights == "auto" and can_pack) else "model"
 
 
 def linear_onednn(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gelu: bool = False) -> torch.Tensor:
@@ -182,13 +210,19 @@ class BlockWeights:
     out: Proj  # [4 * d_model, d_model]
 
 
+def check_plain_gpt2(model: Model) -> None:
+    """Refuse a model whose block is not GPT-2's as published: the fast path and serve re-implement that block."""
+    if not _hf.follows_plain_gpt2(model):
+        raise bad_value("model", model.info.name, "a GPT-2 as published (tanh GELU, 1/sqrt(head_dim) attention scale)",
+                        "use inferlab.generate for this model: the fast path and serve's paged forward re-implement "
+                        "GPT-2's published block, and this one changes it")
+
+
 def block_weights(model: Model, *, packed: RowPlan | None = None, rows: bool = False,
                   onednn: bool = False) -> list[BlockWeights]:
     """Every block's tensors, with the copies ``packed`` (oneDNN's layout, each product for its plan's row count)
     or ``rows`` (``[out, in]``) asks for."""
-    if not _hf.follows_plain_gpt2(model):
-        raise ValueError("FastDecoder follows GPT-2's published config (gelu_new, plain 1/sqrt(head_dim) scaling). "
-                         "Fix: use inferlab.generate for this model.")
+    check_plain_gpt2(model)
 
     def proj(p: _hf.ProjTensors, name: str) -> Proj:
         w, b = p.weight, p.bias

@@ -14,6 +14,9 @@
                     ``myth_check``, ``count_ops``, ``predict_sizes``,
                     ``compute_bound_from`` (prefill's knee), ``TpotVerdict``
     serving.py      ``serve_step_sweep``: one decode step of ``serve.run``'s forward at several batch sizes
+    serve_runs.py   notebook 09's runs, each serving idea with and without it (``batching_runs``, ``fit_runs``, ...)
+    serving_targets.py  issue 31's serving targets, scored (``python -m inferlab.tools.bench serve``)
+    targets.py      ``TargetRow``, ``ratio_row``, ``target_table``: a benchmark target as one row
     long_context.py ``decode_grid`` (decode steps over context x batch against the weights-plus-KV floor),
                     ``attention_runs`` (eager, SDPA, tiled: memory, time, bytes), ``kv_heads_reads``,
                     ``profile_sides`` (notebook 11)

@@ -1,18 +1,38 @@
-"""One decode step of the forward ``serve.run`` serves with, at several batch sizes (notebook 09 §1: why servers
-batch), as a ``Sweep`` the gate judges like every batch sweep.
+"""The forward ``serve.run`` serves with, timed: ``forward_times`` (one paged forward of a batch), and one decode
+step at several batch sizes (notebook 09 §1: why servers batch), as a ``Sweep`` the gate judges like every batch
+sweep. The runs built on it (each serving idea with and without) are ``measure.serve_runs``.
 
     >>> serve_step_sweep(g, [1, 4, 16]).medians      # seconds per step                  # doctest: +SKIP
 """
 
 from __future__ import annotations
 
+import statistics
+
 from .. import gate
 from ..errors import check_number
 from ..i18n import tr
 from ..models import Model
-from ..serve.compare import forward_times
-from ..timing import summarize
+from ..serve.paged import PagedKV, Segment
+from ..timing import summarize, time_call
 from .sweeps import Sweep, check_sizes, meta
+
+
+def forward_times(model: Model, batch: int, tokens: int, context: int = 0, *, repeats: int = 3) -> tuple[float, ...]:
+    """Seconds of each repeat of one paged forward (``serve.run``'s, weights ``"auto"``): ``batch`` requests each
+    running ``tokens`` new tokens after ``context`` positions already in their blocks (``tokens=1``: a decode step
+    of the whole batch)."""
+    bs = 16
+    per = -(-(context + tokens) // bs)
+    kv = PagedKV(model, batch * per, bs)
+    ids = tuple(100 + i % 1000 for i in range(tokens))
+    segments = [Segment(ids, context, tuple(range(i * per, (i + 1) * per)), True) for i in range(batch)]
+    return tuple(time_call(lambda: kv.forward(segments), repeats=repeats, device=model.device))
+
+
+def forward_s(model: Model, batch: int, tokens: int, context: int = 0, *, repeats: int = 3) -> float:
+    """Median seconds of one paged forward (``forward_times``)."""
+    return statistics.median(forward_times(model, batch, tokens, context, repeats=repeats))
 
 
 def serve_step_sweep(model: Model, batches, *, context: int = 32, repeats: int = 3) -> Sweep:

@@ -118,13 +118,13 @@ def step_floor(model: Model, batches: Sequence[int] = (1, 2, 4), *, context: int
 
 
 def decode_targets(floor: StepFloor, bench: dict | None = None) -> list:
-    """Issue 47's targets as ``serve.bench.TargetRow``s: the batch-1 step against its read floor (eager, and compiled
-    where measured), against batch 2 and 4, and, from a benchmark result (``tools.bench``'s ``bench_model``), the
-    fast path's and the engine's TPOT against Hugging Face's ``generate()``."""
-    from ..serve.bench import _ratio_row
+    """Issue 47's targets as ``measure.targets.TargetRow``s: the batch-1 step against its read floor (eager, and
+    compiled where measured), against batch 2 and 4, and, from a benchmark result (``tools.bench``'s ``bench_model``),
+    the fast path's and the engine's TPOT against Hugging Face's ``generate()``."""
+    from .targets import ratio_row
 
     def row(measure: str, value: float, at_most: float, detail: str):
-        return _ratio_row(measure, value, at_most=at_most, detail=detail)  # the serving targets' rows
+        return ratio_row(measure, value, at_most=at_most, detail=detail)  # the benchmarks' one kind of row
 
     ms = {b: f"{s * 1e3:.1f} ms" for b, s in floor.step_s.items()}
     read = tr("the weights ({mb:.0f} MB) read in {ms:.1f} ms ({gbs:.1f} GB/s), median of {n} rounds",

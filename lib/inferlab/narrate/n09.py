@@ -1,6 +1,6 @@
 """Notebook 09 (serving many users): each finding as Markdown, from the numbers the notebook measured.
 
-In the reader's language (``inferlab.i18n.tr``). Times are seconds. The runs come from ``inferlab.serve.compare``
+In the reader's language (``inferlab.i18n.tr``). Times are seconds. The runs come from ``inferlab.measure.serve_runs``
 (``ServeSummary``, ``BatchingSpread``, ``LoadPoint``, ``GapPhases``, ``PeerComparison``), the batch sweep from
 ``measure.serve_step_sweep`` (the paged forward ``serve.run`` serves with).
 """
@@ -210,7 +210,7 @@ def prefix(ttft_without: float, ttft_with: float, shared: int, reused: int) -> s
 def peer(cmp) -> str:
     """A ``PeerComparison``: inferlab.serve (and, where measured, serve on the model's own layout) against
     transformers' engines, tokens/s and equal answers, on requests that all arrive at once."""
-    from ..serve.compare import SERVE_MODEL_LAYOUT
+    from ..measure.serve_runs import SERVE_MODEL_LAYOUT
 
     ours = cmp.tokens_per_s["inferlab.serve"]
     parts = [tr("{name}: {tps:.1f} tokens/s ({x:.2f}x ours), {same}/{n} answers equal to ours", name=policy_text(k),

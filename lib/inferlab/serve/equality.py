@@ -18,10 +18,8 @@ from .scheduler import run
 
 
 def solo_tokens(model: Model, r: Request) -> list[int]:
-    """What ``il.generate`` gives request ``r`` alone."""
-    s = r.sampling
-    return generate(model, r.prompt, max_new_tokens=r.max_new_tokens, stop_at_eos=r.stop_at_eos,
-                    temperature=s.temperature, top_k=s.top_k, top_p=s.top_p, seed=s.seed).generated_ids
+    """What ``il.generate`` gives request ``r`` alone (with the request's own settings)."""
+    return generate(model, r.prompt, config=r.config).generated_ids
 
 
 NEAR_TIE = 1e-3  # a logit margin below this is floating-point rounding (different product order), not a bug
@@ -45,20 +43,31 @@ class Divergence:
 
 
 @dataclass(frozen=True)
-class Equality:
-    """Per setting: ``(tokens equal to il.generate's, tokens, preemptions, blocks balanced after the run)``; and
-    each request's first divergence, with its logit margin (greedy requests)."""
+class SettingCheck:
+    """One setting's run against solo ``il.generate``: tokens equal, tokens, preemptions, and whether the block
+    pool's books balanced after the run (no problem, no block held)."""
 
-    settings: dict[str, tuple[int, int, int, bool]]
+    equal: int
+    total: int
+    preemptions: int
+    balanced: bool
+
+
+@dataclass(frozen=True)
+class Equality:
+    """A ``SettingCheck`` per setting, and each request's first divergence, with its logit margin (greedy
+    requests)."""
+
+    settings: dict[str, SettingCheck]
     divergences: tuple[Divergence, ...] = ()
 
     @property
     def equal(self) -> int:
-        return sum(v[0] for v in self.settings.values())
+        return sum(c.equal for c in self.settings.values())
 
     @property
     def total(self) -> int:
-        return sum(v[1] for v in self.settings.values())
+        return sum(c.total for c in self.settings.values())
 
 
 def equality(model: Model, seed: int = 3) -> Equality:
@@ -90,7 +99,7 @@ def equality(model: Model, seed: int = 3) -> Equality:
             if first is not None and s.request.sampling.greedy:
                 diverged.append(divergence(model, name, s.request, first, s.tokens[first], want))
         balanced = not result.pool.problems() and result.pool.used_blocks == 0
-        out[name] = (equal, total, result.summary.preemptions, balanced)
+        out[name] = SettingCheck(equal, total, result.summary.preemptions, balanced)
     return Equality(out, tuple(diverged))
 
 

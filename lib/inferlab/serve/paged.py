@@ -14,15 +14,17 @@ blocks inside its kernel instead; gathering keeps this readable, and costs one c
 layer). The decodes go through one padded attention call, or two when their contexts differ widely (the short
 ones padded to the longest short one: ``_split_by_length``); each prompt chunk through its own.
 
-The arithmetic is Hugging Face's ``GPT2Block`` on the model's own tensors (``_hf.block_tensors``), as in
-``inferlab.fast``. ``weights="model"`` runs the products on the model's own ``[in, out]`` weights (``addmm``, the
-engine's products in the engine's order); ``"packed"`` on copies pre-packed for oneDNN, the fast path's ``"packed"``
-layout (``inferlab.fast.layouts``, notebook 08), GELU inside the product; ``"auto"`` (the default) takes
-``"packed"`` wherever oneDNN can pack the model's weights (float32 on most x86 CPUs). Why it matters for serving:
-on the model's own layout a product of 2 to 16 rows streamed the weights far slower than one of 1 row, so
-batching bought little. GPT-2's paged decode step at batch 1, 2, 4, 8, 16 on a 2-core AMD EPYC (2 threads):
+The arithmetic is Hugging Face's ``GPT2Block`` on the model's own tensors, and the products are the fast path's
+(``fast.layouts.block_weights``: one ``Proj`` per matrix, one packer). ``weights="model"`` runs them on the model's
+own ``[in, out]`` weights (``addmm``, the engine's products in the engine's order); ``"packed"`` on copies
+pre-packed for oneDNN, the fast path's ``"packed"`` layout (notebook 08), each product packed for the rows its
+batch-1 ``RowPlan`` found fastest, GELU inside the product; ``"auto"`` (the default) takes ``"packed"`` wherever
+oneDNN can pack the model's weights (float32 on most x86 CPUs; ``fast.layouts.resolve_weights``). Why it matters
+for serving: on the model's own layout a product of 2 to 16 rows streamed the weights far slower than one of 1 row,
+so batching bought little. GPT-2's paged decode step at batch 1, 2, 4, 8, 16 on a 2-core AMD EPYC (2 threads):
 47, 79, 79, 95, 231 ms on the model's layout; 19, 23, 23, 25, 37 ms packed. With greedy settings both give the
-tokens ``il.generate`` gives (``tests/test_serve.py`` runs both).
+tokens ``il.generate`` gives (``tests/test_serve.py`` runs both). Static batching's padding rows run through
+``forward`` too, in scratch blocks past the pool's (``serve.padded``).
 """
 
 from __future__ import annotations
@@ -33,12 +35,9 @@ import torch
 import torch.nn.functional as F
 
 from .. import _hf
-from ..errors import bad_value
 from ..fast import layouts
 from ..fast.rows import packed_rows
 from ..models import Model
-
-WEIGHTS = ("auto", "packed", "model")
 
 
 @dataclass(frozen=True)
@@ -60,21 +59,19 @@ class PagedKV:
     def __init__(self, model: Model, num_blocks: int, block_size: int, weights: str = "auto") -> None:
         info = model.info
         self.model, self.num_blocks, self.block_size = model, num_blocks, block_size
-        self.blocks = _hf.block_tensors(model)
         self.wte, self.wpe = _hf.embedding_tensors(model)  # [vocab, d_model], [n_ctx, d_model]
+        self.weights = layouts.resolve_weights(weights, self.wte)
+        # "packed": each product packed for the rows it streams fastest at (batch 1's plan, measured once per
+        # machine); a decode iteration's rows vary, and fewer than a product's planned count are padded to it
+        self.packed = packed_rows(model, batch=1) if self.weights == "packed" else None
+        self.blocks = layouts.block_weights(model, packed=self.packed)
         self.head = _hf.head_weight(model)  # [vocab, d_model]
-        self.weights = resolve_weights(weights, self.wte)
-        self.packed, self.packed_head, self.rows_plan = None, None, None
-        if self.weights == "packed":  # one oneDNN copy of each matrix ([out, in]), packed for its measured rows
-            # a decode iteration's rows vary: fewer than a product's planned count are padded to it (fast.layouts)
-            self.rows_plan = plan = packed_rows(model, batch=1)
-            self.packed = [tuple(layouts.pack(p.weight.t(), plan[name]) for p, name in
-                                 zip((w.qkv, w.attn_out, w.fc, w.mlp_out), layouts.PRODUCTS, strict=False))
-                           for w in self.blocks]
-            self.packed_head = layouts.pack(self.head, plan["head"])
+        self.head_packed = layouts.pack(self.head, self.packed["head"]) if self.packed is not None else None
         self.final_norm = _hf.final_norm_tensors(model)
+        self.eps = self.final_norm.eps  # GPT-2: one eps for every norm
         self.n_head, self.head_dim, self.d = info.n_head, info.head_dim, info.d_model
-        # One more block than the pool's: the padding rows' scratch (``padding``), never in a block table
+        self.scale = info.head_dim ** -0.5  # as Hugging Face passes it to SDPA
+        # One more block than the pool's: the padding rows' scratch (``serve.padded``), never in a block table
         shape = ((num_blocks + 1) * block_size, info.n_head, info.head_dim)
         self.k = [torch.zeros(shape, dtype=self.wte.dtype, device=self.wte.device) for _ in self.blocks]
         self.v = [torch.zeros_like(t) for t in self.k]
@@ -83,27 +80,6 @@ class PagedKV:
     def nbytes(self) -> int:
         """Bytes of every block's keys and values (allocated once, used or not)."""
         return sum(t.numel() * t.element_size() for t in [*self.k, *self.v])
-
-    def reserve_padding(self, positions: int) -> None:
-        """Room for padding rows up to ``positions`` long: scratch blocks past the pool's, which no request holds.
-        Grows every layer's keys and values (a copy of the whole pool), so call it before the clock starts."""
-        blocks = -(-positions // self.block_size)
-        have = self.k[0].shape[0] // self.block_size - self.num_blocks
-        if blocks > have:
-            extra = (blocks - have) * self.block_size
-            self.k = [torch.cat([t, t.new_zeros((extra, *t.shape[1:]))]) for t in self.k]
-            self.v = [torch.cat([t, t.new_zeros((extra, *t.shape[1:]))]) for t in self.v]
-
-    def padding(self, token: int, n: int = 1, start: int = 0) -> Segment:
-        """``n`` positions from ``start`` that compute like a request's and serve no one, as in a padded batch:
-        ``n=1`` a finished request's row in a decode step (``generate()`` keeps running it, attending over the
-        batch's whole length ``start``, until the longest answer is done), ``n > 1`` the pad tokens that make a
-        short prompt as long as the batch's longest. It reads and writes only the scratch blocks
-        (``reserve_padding`` first: this never grows them, which would copy the pool inside a timed run)."""
-        blocks = -(-(start + n) // self.block_size)
-        if (self.num_blocks + blocks) * self.block_size > self.k[0].shape[0]:
-            raise RuntimeError(f"padding of {start + n} positions: call reserve_padding({start + n}) first")
-        return Segment((token,) * n, start, tuple(range(self.num_blocks, self.num_blocks + blocks)), False)
 
     def slots(self, table: tuple[int, ...], start: int, stop: int) -> list[int]:
         """The slot of each position ``start .. stop - 1`` of a request with block table ``table``."""
@@ -130,51 +106,25 @@ class PagedKV:
             last = torch.tensor(plan.logit_rows, device=device, dtype=torch.long)
             norm = self.final_norm
             h = F.layer_norm(x.index_select(0, last), (self.d,), norm.weight, norm.bias, norm.eps)
-            if self.packed_head is not None and len(h):  # (no segment may want logits: a chunk mid-prompt)
-                return layouts.linear_packed(h, self.packed_head, None, rows=self.rows_plan["head"])
+            if self.head_packed is not None and len(h):  # (no segment may want logits: a chunk mid-prompt)
+                return layouts.linear_packed(h, self.head_packed, None, rows=self.packed["head"])
             return F.linear(h, self.head)  # [segments wanting logits, vocab]
 
-    def _block(self, i: int, w, x: torch.Tensor, write: torch.Tensor, plan: _AttentionPlan) -> torch.Tensor:
-        """GPT-2's block on ``x`` ``[tokens, d_model]`` (Hugging Face's ``GPT2Block``, on plain tensors)."""
+    # Same arithmetic as ``fast.decoder.FastDecoder._block`` and ``attention.layer_by_hand`` (Hugging Face's
+    # ``GPT2Block``), on every request's tokens at once: only the attention (``_AttentionPlan``) keeps them apart.
+    def _block(self, i: int, w: layouts.BlockWeights, x: torch.Tensor, write: torch.Tensor,
+               plan: _AttentionPlan) -> torch.Tensor:
+        """GPT-2's block on ``x`` ``[tokens, d_model]``: its keys and values written to the slots ``write``."""
         T, d = x.shape
-        qkv, attn_out, fc, mlp_out = self._products(i, w)
-        h = F.layer_norm(x, (d,), w.ln1.weight, w.ln1.bias, w.ln1.eps)
-        q, k, v = qkv(h).split(d, dim=1)  # each [tokens, d_model]
+        h = F.layer_norm(x, (d,), w.ln1_w, w.ln1_b, self.eps)
+        q, k, v = w.qkv(h).split(d, dim=1)  # each [tokens, d_model]
         q, k, v = (t.reshape(T, self.n_head, self.head_dim) for t in (q, k, v))  # [tokens, heads, head_dim]
         self.k[i].index_copy_(0, write, k)  # into the blocks first: a token attends to itself too
         self.v[i].index_copy_(0, write, v)
-        a = plan.attend(q, self.k[i], self.v[i], w.attention_scale)  # [tokens, heads, head_dim]
-        x = x + attn_out(a.reshape(T, d))
-        h = F.layer_norm(x, (d,), w.ln2.weight, w.ln2.bias, w.ln2.eps)
-        return x + mlp_out(fc(h, gelu=True))
-
-    def _products(self, i: int, w):
-        """Block ``i``'s four products ``x -> x @ W + b`` (``gelu=True``: the activation applied), on the layout
-        ``weights`` chose: the model's own ``[in, out]`` tensors (``addmm``) or their oneDNN copies."""
-        parts = (w.qkv, w.attn_out, w.fc, w.mlp_out)
-        if self.packed is not None:
-            return tuple(lambda x, gelu=False, p=p, packed=packed, r=self.rows_plan[name]:
-                         layouts.linear_packed(x, packed, p.bias, gelu, r)
-                         for p, packed, name in zip(parts, self.packed[i], layouts.PRODUCTS[:4], strict=True))
-
-        def own(p):
-            def product(x: torch.Tensor, gelu: bool = False) -> torch.Tensor:
-                y = torch.addmm(p.bias, x, p.weight)
-                return w.activation(y) if gelu else y
-            return product
-        return tuple(own(p) for p in parts)
-
-
-def resolve_weights(weights: str, like: torch.Tensor) -> str:
-    """``"packed"`` or ``"model"`` for ``weights`` (``"auto"``: packed where oneDNN packs ``like``'s dtype on a CPU)."""
-    if weights not in WEIGHTS:
-        raise bad_value("weights", weights, f"one of {list(WEIGHTS)}",
-                        "use 'auto' (packed where this CPU allows), 'packed' or 'model' (the model's own tensors)")
-    can_pack = like.device.type == "cpu" and layouts.onednn_packing(like.dtype)
-    if weights == "packed" and not can_pack:
-        raise bad_value("weights", weights, f"'model' or 'auto' on {like.device.type} with {like.dtype} weights",
-                        "oneDNN cannot pack these weights here: use weights='auto' or 'model'")
-    return "packed" if weights == "packed" or (weights == "auto" and can_pack) else "model"
+        a = plan.attend(q, self.k[i], self.v[i], self.scale)  # [tokens, heads, head_dim]
+        x = x + w.proj(a.reshape(T, d))
+        h = F.layer_norm(x, (d,), w.ln2_w, w.ln2_b, self.eps)
+        return x + w.out(w.fc(h, gelu=True))
 
 
 class _AttentionPlan:

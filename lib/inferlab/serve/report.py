@@ -84,6 +84,8 @@ class Iteration:
     preempted: tuple[int, ...]  # ids whose blocks were taken back before this forward
     padding_rows: int = 0  # static batching: rows of finished requests still computed, as a padded generate() does
     padding_tokens: int = 0  # static batching, a batch's first forward: pad tokens making its prompts equally long
+    runs: tuple[tuple[int, int], ...] = ()  # (request id, tokens it ran: a prompt or a chunk of one, 1 for a decode)
+    emitted: tuple[tuple[int, int], ...] = ()  # (request id, the token it was given) for each request at its end
 
     def __repr__(self) -> str:
         return tr("Iteration(#{index}: {n} requests, {prefill} prefill + {decode} decode tokens, {blocks} KV blocks in "

@@ -4,7 +4,9 @@
 Poisson process (independent users: the gaps between arrivals are exponential, ``rate_per_s`` on
 average) and prompt and answer lengths drawn from ranges. Its prompts are windows of a passage of
 Shakespeare, chosen so that each prompt's text tokenizes back to exactly its ids: ``il.generate`` given
-the same text then sees the same prompt, so a request can be checked against it alone.
+the same text then sees the same prompt, so a request can be checked against it alone. A request's settings are
+``il.generate``'s own (``Request.config``, a ``GenerationConfig``), and it stops where ``il.generate`` would
+(``generation.stop_reason``, and the text's stop strings). ``Live`` is a request's state while it is served.
 """
 
 from __future__ import annotations
@@ -14,11 +16,13 @@ import numbers
 import random
 from dataclasses import dataclass, field
 
+import torch
+
 from ..errors import bad_value, check_number
-from ..generation import GenerationConfig
+from ..generation import GenerationConfig, TextAssembler, stop_reason
 from ..i18n import tr
 from ..models import Model, check_model
-from ..sampling import GREEDY, SamplingConfig
+from ..sampling import SamplingConfig
 
 # The prompts' source: Hamlet, Act 3, Scene 1 (public domain); repeated when a prompt needs more tokens.
 PASSAGE = (
@@ -41,37 +45,108 @@ PASSAGE = (
 
 @dataclass(frozen=True)
 class Request:
-    """One user's request: the prompt (text and its ids), the answer's length limit and the arrival time.
+    """One user's request: the prompt (text and its ids), its settings and the arrival time.
 
-    ``arrival`` is seconds after the server starts. ``stop_at_eos=False`` answers with exactly
-    ``max_new_tokens`` tokens (vLLM's benchmark calls it ``ignore_eos``): a workload's lengths stay as drawn.
+    ``config`` is what ``il.generate`` takes (``max_new_tokens``, ``sampling``, ``stop_at_eos``,
+    ``stop_token_ids``, ``stop_strings``), read here as ``max_new_tokens``, ``sampling`` and ``stop_at_eos`` too.
+    ``arrival`` is seconds after the server starts. ``stop_at_eos=False`` answers with exactly ``max_new_tokens``
+    tokens (vLLM's benchmark calls it ``ignore_eos``): a workload's lengths stay as drawn.
     """
 
     id: int
     prompt: str
     prompt_ids: tuple[int, ...] = field(repr=False)
-    max_new_tokens: int
+    config: GenerationConfig
     arrival: float = 0.0
-    stop_at_eos: bool = True
-    sampling: SamplingConfig = GREEDY
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.config, GenerationConfig):
+            raise TypeError(f"config must be a GenerationConfig, got {type(self.config).__name__}. "
+                            "Fix: il.GenerationConfig(max_new_tokens=20), or make it with il.serve.request(...).")
+        if not self.config.use_cache or self.config.cache_implementation != "dynamic":
+            raise bad_value("config", self.config, "use_cache=True and cache_implementation='dynamic'",
+                            "leave both as they are: a server keeps every request's keys and values in its blocks")
+
+    max_new_tokens = property(lambda self: self.config.max_new_tokens, doc="The answer's length limit.")
+    stop_at_eos = property(lambda self: self.config.stop_at_eos, doc="Whether <|endoftext|> ends the answer.")
+    sampling = property(lambda self: self.config.sampling, doc="The sampling settings (greedy by default).")
 
     def __repr__(self) -> str:
         return tr("Request(#{id}, {prompt} prompt tokens, up to {new} new, arrives at {ms:.1f} ms)", id=self.id,
                   prompt=len(self.prompt_ids), new=self.max_new_tokens, ms=self.arrival * 1e3)
 
 
-def request(model: Model, prompt: str, max_new_tokens: int = 40, *, arrival: float = 0.0, id: int = 0,
-            stop_at_eos: bool = True, sampling: SamplingConfig = GREEDY) -> Request:
-    """One ``Request`` from text, checked as ``il.generate`` checks it (same limits, same messages).
+def request(model: Model, prompt: str, max_new_tokens: int | None = None, *, arrival: float = 0.0, id: int = 0,
+            config: GenerationConfig | None = None, sampling: SamplingConfig | None = None, **settings) -> Request:
+    """One ``Request`` from text, checked as ``il.generate`` checks it (same settings, limits and messages):
+    ``config`` and keywords as ``il.generate`` takes them (``stop_at_eos``, ``stop_token_ids``, ``stop_strings``,
+    ``temperature``, ``top_k``, ``top_p``, ``seed``).
 
     >>> r = request(m, "To be, or not", 20, arrival=0.5)        # doctest: +SKIP
     """
     check_model(model)
-    config = GenerationConfig(max_new_tokens=max_new_tokens, sampling=sampling, stop_at_eos=stop_at_eos)
+    config = GenerationConfig.from_arguments(config, max_new_tokens, sampling, **settings)
     ids = config.check(model, prompt)
     check_number("arrival", arrival, low=0.0, fix="give the arrival in seconds after the server starts, e.g. 0.0")
     check_number("id", id, low=0, integer=True, fix="number requests 0, 1, 2, ...")
-    return Request(int(id), prompt, tuple(ids), config.max_new_tokens, float(arrival), stop_at_eos, config.sampling)
+    return Request(int(id), prompt, tuple(ids), config, float(arrival))
+
+
+def check_requests(model: Model, requests) -> list[Request]:
+    """``requests`` as a list, checked: ``Request``s with different ids, each fitting ``model``'s context and
+    vocabulary."""
+    if isinstance(requests, Request):
+        requests = [requests]
+    if not isinstance(requests, (list, tuple)) or not requests or not all(isinstance(r, Request) for r in requests):
+        raise bad_value("requests", f"{requests!r:.60}", "a non-empty list of Request",
+                        "make them with il.serve.workload(...) or il.serve.request(model, text, ...)")
+    ids = [r.id for r in requests]
+    if len(set(ids)) != len(ids):
+        raise bad_value("requests", f"ids {ids[:10]}", "a different id for every request",
+                        "number them 0, 1, 2, ... (workload does)")
+    n_ctx, vocab = model.info.n_ctx, model.info.vocab_size
+    for r in requests:
+        if len(r.prompt_ids) + r.max_new_tokens > n_ctx or any(not 0 <= t < vocab for t in r.prompt_ids):
+            raise bad_value("requests", r, f"prompt + max_new_tokens <= {n_ctx} and token ids in [0, {vocab})",
+                            "make the request for this model with il.serve.request(model, text, ...)")
+    return list(requests)
+
+
+@dataclass
+class Live:
+    """A request's state while it is served: its tokens so far and how many positions are in its blocks
+    (``computed``: vLLM's ``num_computed_tokens``)."""
+
+    request: Request
+    tokens: list[int]  # prompt + generated
+    computed: int = 0  # positions whose keys and values are in the blocks
+    token_times: list[float] = field(default_factory=list)
+    preemptions: int = 0
+    cached_tokens: int = 0
+    generator: torch.Generator | None = None
+    text: TextAssembler | None = None  # the answer's text, kept only to find a stop string in it
+
+    @classmethod
+    def start(cls, model: Model, r: Request, device) -> Live:
+        config = r.config
+        text = TextAssembler(model.tokenizer, config.stop_strings) if config.stop_strings else None
+        return cls(r, list(r.prompt_ids), generator=config.sampling.generator(device), text=text)
+
+    @property
+    def id(self) -> int:
+        return self.request.id
+
+    @property
+    def generated(self) -> int:
+        return len(self.tokens) - len(self.request.prompt_ids)
+
+    def stop(self, model: Model, token: int) -> str | None:
+        """Why the answer ends after ``token`` (just appended), as ``il.generate`` decides it; else None."""
+        reason = stop_reason(model, self.request.config, token, self.generated - 1)
+        if self.text is not None:
+            self.text.add(token, final=reason is not None)
+            reason = self.text.stopped or reason
+        return reason
 
 
 def _length_range(name: str, value, low: int, high: int) -> tuple[int, int]:
@@ -137,6 +212,7 @@ def workload(n: int, rate_per_s: float, prompt_tokens=(16, 64), new_tokens=(8, 6
     out, t = [], 0.0
     for i in range(n):
         ids = _window(model, source, prefix, rng.randint(p_lo, p_hi), rng)
-        out.append(Request(i, model.decode(ids), tuple(ids), rng.randint(g_lo, g_hi), t, stop_at_eos=False))
+        answer = GenerationConfig(max_new_tokens=rng.randint(g_lo, g_hi), stop_at_eos=False)
+        out.append(Request(i, model.decode(ids), tuple(ids), answer, t))
         t += rng.expovariate(rate_per_s) if rate_per_s != math.inf else 0.0
     return out

@@ -1,122 +1,102 @@
-"""The scheduler: which requests run in each iteration, and ``run``, the serving loop on a real clock.
+"""The scheduler: which requests run in each iteration, one iteration (``step``), and ``run``, the serving loop.
 
-    repeat until every request is answered:
+    repeat until every request is answered:                         (serve: the arrival clock around step)
         move the requests that have arrived into the waiting queue
-        schedule: every running request gets its next tokens (one for a decode, a chunk of its prompt
-                  for a prefill), taking KV blocks as its tokens reach them; when none is left, the
-                  newest running request is preempted (its blocks freed, its context computed again later)
-        admit:    waiting requests join, oldest first, while batch slots and blocks allow (leaving the running
-                  requests room for their next block_size positions)
-        one batched forward over all of them (serve.paged); sample; emit
-        a request that is done gives its blocks back
+        step:
+            schedule: every running request gets its next tokens (one for a decode, a chunk of its prompt
+                      for a prefill), taking KV blocks as its tokens reach them; when none is left, the
+                      newest running request is preempted (its blocks freed, its context computed again later)
+            admit:    waiting requests join, oldest first, while batch slots and blocks allow (leaving the
+                      running requests room for their next block_size positions)
+            run:      one batched forward over all of them (serve.paged)
+            post-process: sample each request's next token, emit it; a request that is done frees its blocks
 
-Two policies. ``"continuous"`` (Orca, OSDI 2022: iteration-level scheduling) admits at every iteration, so a
-finished request's slot is refilled at once. ``"static"`` admits only when the batch is empty and runs it to
-completion, as ``generate()`` on a padded batch does: every prompt of the batch is read as long as its longest (pad
-tokens before the shorter ones), and the row of a short answer that is done keeps being computed (a padding row, its
-tokens thrown away) until the longest is done, so its slot costs a row of every product and serves no one.
-``prefill_chunk`` (Sarathi-Serve, OSDI 2024) caps the prompt tokens of one iteration, so a long prompt is read over
-several iterations while the others keep decoding; ``prefix_cache`` shares the full blocks of a common prompt opening.
+``step`` has nano-vllm's shape (``LLMEngine.step``: ``schedule``, ``run``, ``postprocess``) and vLLM v1's
+(``EngineCore.step``: ``schedule``, ``execute_model``, ``update_from_output``). Two policies. ``"continuous"``
+(Orca, OSDI 2022: iteration-level scheduling) admits at every iteration, so a finished request's slot is refilled at
+once. ``"static"`` admits only when the batch is empty and runs it to completion, as ``generate()`` on a padded
+batch does (its padding: ``serve.padded``). ``prefill_chunk`` (Sarathi-Serve, OSDI 2024) caps the prompt tokens of
+one iteration, so a long prompt is read over several iterations while the others keep decoding; ``prefix_cache``
+shares the full blocks of a common prompt opening.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
-from .. import _hf
-from ..errors import bad_value, check_number
+from ..errors import bad_value
+from ..fast.layouts import check_plain_gpt2
 from ..models import Model, check_model
 from ..sampling import draw
 from ..timing import clock
 from .blocks import BlockPool
-from .paged import WEIGHTS, PagedKV, Segment
+from .config import ServeConfig
+from .padded import StaticPadding
+from .paged import PagedKV, Segment
 from .report import Iteration, Served, ServeResult, summarize_run
-from .requests import Request
-
-POLICIES = ("static", "continuous")
-
-
-@dataclass(frozen=True)
-class ServeConfig:
-    """A server's settings (vLLM's names in brackets): ``policy``, ``max_batch`` requests at once
-    (``max_num_seqs``), KV blocks of ``block_size`` positions (``block_size``), ``kv_blocks`` of them (what
-    ``gpu_memory_utilization`` decides), ``prefill_chunk`` prompt tokens per iteration at most (``None``: whole
-    prompts; ``enable_chunked_prefill`` with ``max_num_batched_tokens``), ``prefix_cache``
-    (``enable_prefix_caching``)."""
-
-    policy: str = "continuous"
-    max_batch: int = 8
-    block_size: int = 16
-    kv_blocks: int = 256
-    prefill_chunk: int | None = None
-    prefix_cache: bool = False
-    weights: str = "auto"  # the products' weight layout (serve.paged): "auto", "packed" or "model"
-
-    def __post_init__(self) -> None:
-        if self.policy not in POLICIES:
-            raise bad_value("policy", self.policy, f"one of {list(POLICIES)}",
-                            "use 'continuous' (admit at every iteration) or 'static' (batch by batch)")
-        check_number("max_batch", self.max_batch, low=1, integer=True, fix="run at least one request at a time")
-        check_number("block_size", self.block_size, low=1, high=1024, integer=True,
-                     fix="use 16 (vLLM's default) or another power of two")
-        check_number("kv_blocks", self.kv_blocks, low=1, integer=True, fix="give the KV memory in blocks, e.g. 256")
-        if self.prefill_chunk is not None:
-            check_number("prefill_chunk", self.prefill_chunk, low=1, integer=True,
-                         fix="use None for whole prompts, or a number of tokens such as 64")
-        if self.weights not in WEIGHTS:
-            raise bad_value("weights", self.weights, f"one of {list(WEIGHTS)}",
-                            "use 'auto' (packed where this CPU allows), 'packed' or 'model' (the model's own tensors)")
-        if not isinstance(self.prefix_cache, bool):
-            raise TypeError(f"prefix_cache must be True or False, got {self.prefix_cache!r}. Fix: pass "
-                            "prefix_cache=True to share common prompt openings, False not to.")
+from .requests import Live, Request, check_requests
 
 
 @dataclass
-class _Live:
-    """A request's state while it is served: its tokens so far and how many positions are in its blocks."""
+class Plan:
+    """One iteration's schedule (vLLM's ``SchedulerOutput``): each request with the tokens it runs now (a prompt or
+    a chunk of one, or 1 for a decode), in batch order, and the ids preempted to make room."""
 
-    request: Request
-    tokens: list[int]  # prompt + generated
-    computed: int = 0  # positions whose keys and values are in the blocks
-    token_times: list[float] = field(default_factory=list)
-    preemptions: int = 0
-    cached_tokens: int = 0
-    generator: torch.Generator | None = None
-
-    @property
-    def id(self) -> int:
-        return self.request.id
-
-    @property
-    def generated(self) -> int:
-        return len(self.tokens) - len(self.request.prompt_ids)
+    runs: list[tuple[Live, int]]
+    preempted: list[int]
 
 
 class Scheduler:
-    """Runs ``requests`` on ``model`` with the settings of a ``ServeConfig`` (use ``run``, which builds one)."""
+    """Runs requests on ``model`` with the settings of a ``ServeConfig`` (``kv_blocks`` given): ``add`` a request,
+    then ``step`` runs one iteration; ``serve`` runs a list of them on the real clock (``run`` builds one).
+
+    >>> sched = Scheduler(m, ServeConfig(max_batch=2, kv_blocks=8))           # doctest: +SKIP
+    >>> sched.add(il.serve.request(m, "To be, or not", 3)); sched.step()      # doctest: +SKIP
+    """
 
     def __init__(self, model: Model, config: ServeConfig) -> None:
+        check_model(model)
+        check_plain_gpt2(model)  # the block serve.paged re-implements
+        if config.kv_blocks is None:
+            raise bad_value("kv_blocks", None, "a number of blocks", "give ServeConfig(kv_blocks=...), or use "
+                            "il.serve.run, which sizes it for the requests")
         self.model, self.config = model, config
         self.pool = BlockPool(config.kv_blocks, config.block_size, prefix_cache=config.prefix_cache)
         self.kv = PagedKV(model, config.kv_blocks, config.block_size, config.weights)
-        self.waiting: deque[_Live] = deque()
-        self.running: list[_Live] = []
-        self.batch_rows = 0  # static: the rows of the batch now running (its finished requests' rows still run)
+        self.static = (StaticPadding(self.kv, model.eos_id, config.prefill_chunk) if config.policy == "static"
+                       else None)
+        self.waiting: deque[Live] = deque()
+        self.running: list[Live] = []
+        self.done: dict[int, Live] = {}
+        self.iterations: list[Iteration] = []
+        self.t0 = clock(model.device)  # the server's clock starts here (``serve`` starts it again)
 
-    # ------------------------------------------------------------------ one iteration's plan
-    def _preempt(self, victim: _Live) -> None:
+    def add(self, r: Request) -> None:
+        """``r`` joins the waiting queue (checked against the model first)."""
+        check_requests(self.model, [r])
+        if r.id in {live.id for live in (*self.waiting, *self.running)} | set(self.done):
+            raise bad_value("request", r, "an id no other request here has", "number requests 0, 1, 2, ...")
+        self._enqueue(r)
+
+    def _enqueue(self, r: Request) -> None:
+        device = self.model.device
+        self.waiting.append(Live.start(self.model, r, device if device.type == "cuda" else "cpu"))
+
+    # ------------------------------------------------------------------ schedule: one iteration's plan
+    def _preempt(self, victim: Live) -> None:
         """Free the victim's blocks; it waits at the front of the queue to compute its context again."""
         self.pool.release(victim.id)
         self.running.remove(victim)
         victim.computed, victim.preemptions = 0, victim.preemptions + 1
         self.waiting.appendleft(victim)
 
-    def schedule(self) -> tuple[list[tuple[_Live, int]], list[int]]:
-        """This iteration's ``(request, tokens to run)`` pairs, and the ids preempted to make room."""
+    def schedule(self) -> Plan:
+        """This iteration's ``Plan``: ``(request, tokens to run)`` pairs, and the ids preempted to make room."""
         budget = self.config.prefill_chunk or float("inf")  # prompt tokens this iteration may still take
         may_admit = self.config.policy == "continuous" or not self.running
         planned, preempted = [], []
@@ -158,142 +138,128 @@ class Scheduler:
             if n:
                 planned.append((live, n))
             budget -= n if n > 1 else 0
-        return planned, preempted
+        return Plan(planned, preempted)
 
-    def _room(self, live: _Live) -> int:
+    def _room(self, live: Live) -> int:
         """Blocks ``live`` still needs for its next ``block_size`` positions (never past its last position)."""
         last = len(live.request.prompt_ids) + live.request.max_new_tokens
         end = min(len(live.tokens) + self.config.block_size, last)
         return max(0, self.pool.blocks_for(end) - len(self.pool.tables.get(live.id, [])))
 
-    # ------------------------------------------------------------------ the loop
+    # ------------------------------------------------------------------ one iteration
+    def step(self, now: float | None = None) -> Iteration:
+        """One iteration, as nano-vllm's ``LLMEngine.step``: schedule, run one batched forward, post-process.
+        ``now``: seconds on the server's clock when it starts (``None``: read the clock). Returns its ``Iteration``
+        (also kept in ``iterations``); requests that finished are in ``done``."""
+        now = clock(self.model.device) - self.t0 if now is None else now
+        starting = self.static is not None and not self.running  # a static batch's first forward
+        plan = self.schedule()                                   # schedule: who runs which tokens now
+        if not plan.runs:  # everything waits for blocks: cannot happen while one request fits the pool
+            raise RuntimeError("no request could be scheduled; kv_blocks is too small for any waiting request")
+        segments = [self._segment(live, n) for live, n in plan.runs]
+        pads = self.static.rows(len(self.running), plan.runs, starting) if self.static else ([], 0, 0)
+        logits = self.kv.forward(segments + pads[0])             # run: one batched forward
+        emitting = [live for (live, _), s in zip(plan.runs, segments, strict=True) if s.logits]
+        chosen = self._choose(logits, emitting)                  # post-process: sample,
+        end = clock(self.model.device) - self.t0  # the new ids are on the host now
+        iteration = self._record(plan, pads, list(zip(emitting, chosen, strict=True)), now, end)
+        self._postprocess(plan, emitting, chosen, end)           # update, emit, finish
+        return iteration
+
+    def _record(self, plan: Plan, pads: tuple, emitted: list[tuple[Live, int]], start: float, end: float) -> Iteration:
+        """The ``Iteration`` of this step (kept in ``iterations``): its plan, the block tables, what it emitted."""
+        runs, (_, pad_rows, pad_tokens) = plan.runs, pads
+        iteration = Iteration(
+            index=len(self.iterations), start=start, end=end,
+            prefill_tokens=sum(n for _, n in runs if n > 1), decode_tokens=sum(n == 1 for _, n in runs),
+            requests=tuple(live.id for live, _ in runs),
+            tables=tuple((rid, tuple(t)) for rid, t in self.pool.tables.items()), used_blocks=self.pool.used_blocks,
+            preempted=tuple(plan.preempted), padding_rows=pad_rows, padding_tokens=pad_tokens,
+            runs=tuple((live.id, n) for live, n in runs), emitted=tuple((live.id, t) for live, t in emitted))
+        self.iterations.append(iteration)
+        return iteration
+
+    def _segment(self, live: Live, n: int) -> Segment:
+        """``live``'s share of the forward: its next ``n`` tokens, after the positions already in its blocks."""
+        stop = live.computed + n
+        return Segment(tuple(live.tokens[live.computed:stop]), live.computed, tuple(self.pool.tables[live.id]),
+                       stop == len(live.tokens))
+
+    def _choose(self, logits: torch.Tensor, emitting: list[Live]) -> list[int]:
+        """Each request's next token: greedy rows in one argmax, sampled rows with their own seeded generator."""
+        chosen = torch.argmax(logits, dim=-1).tolist() if len(emitting) else []
+        for row, live in enumerate(emitting):
+            if not live.request.sampling.greedy:
+                chosen[row] = int(draw(logits[row], live.request.sampling, live.generator))
+        return chosen
+
+    def _postprocess(self, plan: Plan, emitting: list[Live], chosen: list[int], end: float) -> None:
+        """Positions computed (and full blocks named for the prefix cache); each new token emitted; a request that is
+        done (``generation.stop_reason``, or a stop string in its text) gives its blocks back."""
+        for live, n in plan.runs:
+            live.computed += n
+            self.pool.remember(live.id, live.tokens, live.computed)
+        for live, token in zip(emitting, chosen, strict=True):
+            live.tokens.append(token)
+            live.token_times.append(end)
+            if live.stop(self.model, token) is not None:
+                self.pool.release(live.id)
+                self.running.remove(live)
+                self.done[live.id] = live
+
+    # ------------------------------------------------------------------ the arrival clock around step
     def serve(self, requests: list[Request]) -> ServeResult:
-        """Run every request to its end on the real clock; returns a ``ServeResult``."""
+        """Run every request to its end on the real clock, each added when it arrives; returns a ``ServeResult``."""
         device = self.model.device
-        gen_device = device if device.type == "cuda" else "cpu"
-        eos = self.model.eos_id
+        requests = check_requests(self.model, requests)
         pending = deque(sorted(requests, key=lambda r: (r.arrival, r.id)))  # not arrived yet
-        done: dict[int, _Live] = {}
-        iterations: list[Iteration] = []
-        if self.config.policy == "static":  # its padding rows reach the longest request's last position
-            self.kv.reserve_padding(max(len(r.prompt_ids) + r.max_new_tokens for r in requests))
-        t0 = clock(device)
+        if self.static is not None:  # its padding rows reach the longest request's last position
+            self.static.reserve(requests)
+        self.t0 = clock(device)
         while pending or self.waiting or self.running:
-            now = clock(device) - t0
+            now = clock(device) - self.t0
             while pending and pending[0].arrival <= now:
-                r = pending.popleft()
-                self.waiting.append(_Live(r, list(r.prompt_ids), generator=r.sampling.generator(gen_device)))
+                self._enqueue(pending.popleft())
             if not self.waiting and not self.running:
                 time.sleep(max(0.0, pending[0].arrival - now))  # nobody to serve until the next arrival
                 continue
-            starting = self.config.policy == "static" and not self.running  # a static batch's first forward
-            planned, preempted = self.schedule()
-            if not planned:  # everything waits for blocks: cannot happen while one request fits the pool
-                raise RuntimeError("no request could be scheduled; kv_blocks is too small for any waiting request")
-            segments = [Segment(tuple(lv.tokens[lv.computed:lv.computed + n]), lv.computed,
-                                tuple(self.pool.tables[lv.id]), lv.computed + n == len(lv.tokens))
-                        for lv, n in planned]
-            padding, pads = self._padding_rows(), (self._prompt_padding(planned) if starting else [])
-            pad_rows = [self.kv.padding(eos, n) for n in pads]  # and finished rows, at the batch's longest position:
-            pad_rows += [self.kv.padding(eos, start=max(lv.computed for lv, _ in planned))] * padding if padding else []
-            logits = self.kv.forward(segments + pad_rows)  # [requests at their end, vocab]
-            emitting = [lv for (lv, _), s in zip(planned, segments, strict=True) if s.logits]
-            chosen = self._choose(logits, emitting)
-            t_end = clock(device) - t0  # the new ids are on the host now
-            iterations.append(Iteration(
-                len(iterations), now, t_end, sum(n for _, n in planned if n > 1),
-                sum(1 for _, n in planned if n == 1), tuple(lv.id for lv, _ in planned),
-                tuple((rid, tuple(t)) for rid, t in self.pool.tables.items()), self.pool.used_blocks,
-                tuple(preempted), padding, sum(pads)))
-            for lv, n in planned:
-                lv.computed += n
-                self.pool.remember(lv.id, lv.tokens, lv.computed)
-            for lv, token in zip(emitting, chosen, strict=True):
-                lv.tokens.append(token)
-                lv.token_times.append(t_end)
-                if lv.generated == lv.request.max_new_tokens or (lv.request.stop_at_eos and token == eos):
-                    self.pool.release(lv.id)
-                    self.running.remove(lv)
-                    done[lv.id] = lv
+            self.step(now)
+        done = self.done
         served = [Served(r, tuple(done[r.id].tokens[len(r.prompt_ids):]), tuple(done[r.id].token_times),
                          done[r.id].preemptions, done[r.id].cached_tokens) for r in requests]
-        summary = summarize_run(self.config.policy, served, iterations, self.config.kv_blocks)
-        return ServeResult(tuple(served), tuple(iterations), summary, self.pool, self.config)
-
-    def _padding_rows(self) -> int:
-        """Static batching: rows of the running batch's finished (or preempted) requests, still computed."""
-        if self.config.policy != "static":
-            return 0
-        self.batch_rows = max(self.batch_rows, len(self.running)) if self.running else 0
-        return self.batch_rows - len(self.running)
-
-    def _prompt_padding(self, planned: list[tuple[_Live, int]]) -> list[int]:
-        """Static batching: the pad tokens a padded ``generate()`` puts before each shorter prompt of the batch it
-        starts, every row as long as the longest (none with ``prefill_chunk``: a padded batch reads prompts whole)."""
-        longest = max(n for _, n in planned)  # (planned is never empty: serve raises first)
-        return [] if self.config.prefill_chunk else [longest - n for _, n in planned if n < longest]
-
-    def _choose(self, logits: torch.Tensor, emitting: list[_Live]) -> list[int]:
-        """Each request's next token: greedy rows in one argmax, sampled rows with their own seeded generator."""
-        chosen = torch.argmax(logits, dim=-1).tolist() if len(emitting) else []
-        for row, lv in enumerate(emitting):
-            if not lv.request.sampling.greedy:
-                chosen[row] = int(draw(logits[row], lv.request.sampling, lv.generator))
-        return chosen
+        summary = summarize_run(self.config.policy, served, self.iterations, self.config.kv_blocks)
+        return ServeResult(tuple(served), tuple(self.iterations), summary, self.pool, self.config)
 
 
-def _check_requests(model: Model, requests) -> list[Request]:
-    if isinstance(requests, Request):
-        requests = [requests]
-    if not isinstance(requests, (list, tuple)) or not requests or not all(isinstance(r, Request) for r in requests):
-        raise bad_value("requests", f"{requests!r:.60}", "a non-empty list of Request",
-                        "make them with il.serve.workload(...) or il.serve.request(model, text, ...)")
-    ids = [r.id for r in requests]
-    if len(set(ids)) != len(ids):
-        raise bad_value("requests", f"ids {ids[:10]}", "a different id for every request",
-                        "number them 0, 1, 2, ... (workload does)")
-    n_ctx, vocab = model.info.n_ctx, model.info.vocab_size
-    for r in requests:
-        if len(r.prompt_ids) + r.max_new_tokens > n_ctx or any(not 0 <= t < vocab for t in r.prompt_ids):
-            raise bad_value("requests", r, f"prompt + max_new_tokens <= {n_ctx} and token ids in [0, {vocab})",
-                            "make the request for this model with il.serve.request(model, text, ...)")
-    return list(requests)
-
-
-def run(model: Model, requests, policy: str = "continuous", max_batch: int = 8, block_size: int = 16,
-        kv_blocks: int | None = None, prefill_chunk: int | None = None, prefix_cache: bool = False,
-        weights: str = "auto") -> ServeResult:
+def run(model: Model, requests, config: ServeConfig | None = None, **overrides) -> ServeResult:
     """Serve ``requests`` on ``model`` with real forwards on a real clock; returns a ``ServeResult``.
 
-    Args:
-        model: from ``inferlab.load()`` (GPT-2 family).
-        requests: ``Request``s (``workload`` or ``request``); each arrives at its ``arrival`` time.
-        policy: ``"continuous"`` (admit at every iteration) or ``"static"`` (a batch runs to completion).
-        max_batch: requests in one forward at most.
-        block_size: token positions per KV block.
-        kv_blocks: KV memory in blocks; ``None``: room for ``max_batch`` of the longest request (no preemption).
-            Too few blocks for the running requests preempts the newest (freed, computed again later).
-        prefill_chunk: prompt tokens per iteration at most (``None``: whole prompts).
-        prefix_cache: share the full blocks of a common prompt opening between requests.
-        weights: the products' weight layout (``serve.paged``): ``"auto"`` (oneDNN-packed copies where this CPU
-            allows, else the model's own tensors), ``"packed"`` or ``"model"``.
+    ``requests``: ``Request``s (``workload`` or ``request``), each arriving at its ``arrival`` time. Settings as
+    ``il.generate`` takes its own: a ``ServeConfig`` and/or its fields as keywords, which override ``config``'s
+    (``policy``, ``max_batch``, ``block_size``, ``kv_blocks``, ``prefill_chunk``, ``prefix_cache``, ``weights``).
+    ``kv_blocks=None`` makes room for ``max_batch`` of the longest request (no preemption); too few blocks for the
+    running requests preempts the newest (freed, computed again later). ``weights``: ``"auto"`` (oneDNN-packed
+    copies where this CPU allows, else the model's own tensors), ``"packed"`` or ``"model"``.
 
     >>> reqs = il.serve.workload(8, rate_per_s=4.0, model=m)                  # doctest: +SKIP
     >>> il.serve.run(m, reqs, policy="continuous", max_batch=4).summary       # doctest: +SKIP
     """
+    if config is not None and not isinstance(config, ServeConfig):
+        raise TypeError(f"config must be a ServeConfig, got {type(config).__name__}. "
+                        "Fix: il.serve.ServeConfig(max_batch=4, ...), or pass the settings as keywords.")
+    fields = [f.name for f in dataclasses.fields(ServeConfig)]
+    unknown = sorted(set(overrides) - set(fields))
+    if unknown:
+        raise TypeError(f"unknown setting(s) {unknown}; the settings are {fields}. Fix: check the spelling.")
+    config = dataclasses.replace(config or ServeConfig(), **overrides)  # checked by ServeConfig.__post_init__
     check_model(model)
-    requests = _check_requests(model, requests)
-    if not _hf.follows_plain_gpt2(model):
-        raise bad_value("model", model.info.name, "a GPT-2 as published (tanh GELU, 1/sqrt(head_dim) attention scale)",
-                        "serve a GPT-2-family model; this one changes the block the paged forward re-implements")
-    check_number("block_size", block_size, low=1, high=1024, integer=True, fix="use 16 (vLLM's default)")
+    requests = check_requests(model, requests)
     longest = max(len(r.prompt_ids) + r.max_new_tokens for r in requests)
-    need = -(-longest // int(block_size))
-    if kv_blocks is None:
-        check_number("max_batch", max_batch, low=1, integer=True, fix="run at least one request at a time")
-        kv_blocks = need * int(max_batch)
-    config = ServeConfig(policy, max_batch, block_size, kv_blocks, prefill_chunk, prefix_cache, weights)
-    if kv_blocks < need:
-        raise bad_value("kv_blocks", kv_blocks, f"at least {need}: the longest request ({longest} positions) must "
-                        f"fit alone in blocks of {block_size}", f"use kv_blocks >= {need}, or shorter requests")
+    need = -(-longest // config.block_size)
+    if config.kv_blocks is None:
+        config = dataclasses.replace(config, kv_blocks=need * config.max_batch)
+    if config.kv_blocks < need:
+        raise bad_value("kv_blocks", config.kv_blocks, f"at least {need}: the longest request ({longest} positions) "
+                        f"must fit alone in blocks of {config.block_size}",
+                        f"use kv_blocks >= {need}, or shorter requests")
     return Scheduler(model, config).serve(requests)

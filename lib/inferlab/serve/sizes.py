@@ -18,7 +18,7 @@ class BenchSizes:
     workloads: int = 4  # the bench's throughput row: Poisson workloads (seeds) pooled; one run of each is noisy
     load: float = 1.0  # arrival rate / the estimated capacity (max_batch slots decoding the mean answer)
     throughput_requests: int = 64  # the bench's throughput row: requests per workload, arriving at
-    throughput_load: float = 1.5  # this load, so that the queue seldom empties (see ``serve.bench.throughput_row``)
+    throughput_load: float = 1.5  # this load, so the queue seldom empties (``measure.serving_targets.throughput_row``)
     prompt_tokens: tuple[int, int] = (16, 64)
     new_tokens: tuple[int, int] = (8, 128)
     peer_new_tokens: int = 32  # generate_batch takes one answer length for all

@@ -18,8 +18,9 @@ import statistics
 from dataclasses import dataclass
 
 from ..engine import generate as plain_generate
+from ..measure.targets import TargetRow, target_table
+from ..measure.targets import ratio_row as _ratio_row
 from ..models import Model
-from ..serve.bench import TargetRow, _ratio_row, target_table
 from .bench import (
     COPY_AT_LEAST,
     PLAIN_PROMPTS,

@@ -25,8 +25,8 @@ batching) live in ``inferlab.measure``; this tool only combines them into one ta
 ``python -m inferlab.tools.bench serve`` prints issue 31's serving targets instead (notebook 09): continuous
 against static batching, ``inferlab.serve`` against transformers' ``generate_batch``, paged against
 contiguous KV memory, chunked prefill, prefix caching and token equality, each with PASS or FAIL. The
-measuring lives in ``inferlab.serve.bench``. ``python -m inferlab.tools.bench speculative`` prints issue 45's
-speculative-decoding targets (notebook 10); the measuring lives in ``inferlab.speculative.targets``.
+measuring lives in ``inferlab.measure.serving_targets``. ``python -m inferlab.tools.bench speculative`` prints
+issue 45's speculative-decoding targets (notebook 10); the measuring lives in ``inferlab.speculative.targets``.
 """
 
 from __future__ import annotations
@@ -254,7 +254,7 @@ def argument_problem(args: argparse.Namespace) -> str | None:
     return None
 
 
-SERVE_ROWS = ("throughput", "generate_batch", "paged", "chunked", "prefix")  # inferlab.serve.bench.ROWS
+SERVE_ROWS = ("throughput", "generate_batch", "paged", "chunked", "prefix")  # inferlab.measure.serving_targets.ROWS
 
 
 def serve_main(argv) -> dict:
@@ -273,8 +273,8 @@ def serve_main(argv) -> dict:
     import torch
 
     from .. import scale
+    from ..measure.serving_targets import BenchSizes, serve_bench
     from ..models import load
-    from ..serve.bench import BenchSizes, serve_bench
 
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -348,11 +348,12 @@ def main(argv=None) -> dict:
         p.error(problem)  # usage and the problem on stderr, exit status 2, before any measurement
     import torch
 
-    from ..fast.choice import cpu_name, library_versions
+    from ..fast.choice import library_versions
+    from ..kept import cpu_name
     from ..measure.machine import measure_bandwidth, measure_machine
     from ..measure.step_floor import decode_targets, step_floor
+    from ..measure.targets import target_table
     from ..models import load
-    from ..serve.bench import target_table
 
     if args.threads:
         torch.set_num_threads(args.threads)

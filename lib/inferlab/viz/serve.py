@@ -84,7 +84,8 @@ def block_map(result, max_iterations: int = 400) -> go.Figure:
 def kv_waste_bars(usage: Mapping[str, tuple[float, float]]) -> go.Figure:
     """Bars of KV positions per layout: ``{name: (reserved, used)}`` (means over the iterations)."""
     require(len(usage) > 0 and all(isinstance(v, (tuple, list)) and len(v) == 2 for v in usage.values()),
-            tr("usage must map a layout's name to (positions reserved, positions used), e.g. serve.compare.kv_usage"))
+            tr("usage must map a layout's name to (positions reserved, positions used), "
+               "e.g. measure.serve_runs.kv_usage"))
     names = [policy_text(k) for k in usage]
     keys = list(usage)
     used = [usage[k][1] for k in keys]
@@ -104,10 +105,11 @@ def load_curve(points: Sequence, slo_s: float | None = None) -> go.Figure:
     """TTFT p99 (and p50) against throughput, one point per arrival rate; ``slo_s`` a dashed SLO line.
 
     Args:
-        points: ``LoadPoint``s (``serve.compare.load_sweep``): an arrival rate and its run's ``ServeSummary``.
+        points: ``LoadPoint``s (``serve.load.load_sweep``, also ``measure.serve_runs.load_sweep``): an arrival rate
+            and its run's ``ServeSummary``.
     """
     require(len(points) > 0 and all(hasattr(p, "summary") and hasattr(p, "rate") for p in points),
-            tr("points must be LoadPoints, e.g. inferlab.serve.compare.load_sweep(model, rates, sizes)"))
+            tr("points must be LoadPoints, e.g. inferlab.measure.serve_runs.load_sweep(model, rates, sizes)"))
     xs = [p.summary.tokens_per_s for p in points]
     # a rate whose queue was still growing (``LoadPoint.steady``) is drawn open: its throughput is not sustained
     growing = [not getattr(getattr(p, "steady", None), "sustained", True) for p in points]

@@ -1,6 +1,6 @@
 """Notebook 09's SLO slider: pick a latency objective, see which arrival rates meet it and what they sustain.
 
-The runs are measured once (``serve.compare.load_sweep``); moving the slider only redraws
+The runs are measured once (``measure.serve_runs.load_sweep``); moving the slider only redraws
 ``viz.serve.load_curve`` and the sentence under it (no model call in the callback).
 
     >>> slo_picker(points)      # doctest: +SKIP
@@ -34,8 +34,8 @@ def slo_picker(points: Sequence) -> w.VBox:
     instead of clamping it silently. ``view.controls`` holds the slider and the box.
     """
     if not points or not all(hasattr(p, "summary") and hasattr(p, "rate") for p in points):
-        raise ValueError(tr("points must be LoadPoints, e.g. inferlab.serve.compare.load_sweep(model, rates, sizes); "
-                            "got {got!r}", got=type(points).__name__))
+        raise ValueError(tr("points must be LoadPoints, e.g. inferlab.measure.serve_runs.load_sweep(model, rates, "
+                            "sizes); got {got!r}", got=type(points).__name__))
     p99 = sorted(p.summary.ttft.p99 * 1e3 for p in points)  # ms
     low, high = math.log10(max(p99[0] / 2, 0.1)), math.log10(p99[-1] * 2)
     start = p99[len(p99) // 2]

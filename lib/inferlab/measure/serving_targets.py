@@ -1,6 +1,6 @@
 """The serving benchmark's measurements: each of issue 31's targets measured side by side, one row each.
 
-``python -m inferlab.tools.bench serve`` prints them. Every row takes the runs of ``serve.compare`` (the real
+``python -m inferlab.tools.bench serve`` prints them. Every row takes the runs of ``measure.serve_runs`` (the real
 model, GPT-2's shape with random weights, through ``serve.run`` with and without the idea it measures, in the
 same process one after the other) and scores them against the target:
 
@@ -29,10 +29,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from ..models import Model
+from ..plain import plain
+from ..serve.sizes import BenchSizes
 from ..timing import percentile
-from .compare import (
+from .serve_runs import (
     NEAR_TIE,
-    BenchSizes,
     batching_spread,
     chunk_runs,
     equality,
@@ -42,21 +43,7 @@ from .compare import (
     peer_runs,
     prefix_runs,
 )
-
-
-@dataclass(frozen=True)
-class TargetRow:
-    """One target: what is measured, the target (``ratio >= at_least`` or ``ratio <= at_most``), the measured
-    ratio, and the numbers behind it."""
-
-    measure: str
-    target: str
-    value: float
-    passed: bool
-    detail: str
-
-    def __repr__(self) -> str:
-        return f"TargetRow({self.measure}: {self.value:.3g} ({self.target}) {'PASS' if self.passed else 'FAIL'})"
+from .targets import TargetRow, ratio_row, target_table
 
 
 @dataclass(frozen=True)
@@ -72,26 +59,7 @@ class ServeBench:
 
     def to_dict(self) -> dict:
         """Plain-Python form (JSON-ready)."""
-        return {"model": self.model, "rows": [dataclasses.asdict(r) for r in self.rows]}
-
-
-def target_table(title: str, rows) -> str:
-    """``TargetRow``s as a fixed-width text table under ``title``, each row's numbers below it: a share for a
-    target in %, a ratio for one in x, else the number (a count, a distance)."""
-    head = f"{'measure':<72}{'target':>10}{'measured':>11}  result"
-    lines = [title, head, "-" * len(head)]
-    for r in rows:
-        value = (f"{r.value:.0%}" if r.target.endswith("%") else f"{r.value:.2f}x" if r.target.endswith("x")
-                 else f"{r.value:.3g}")
-        lines += [f"{r.measure:<72}{r.target:>10}{value:>11}  {'PASS' if r.passed else 'FAIL'}", f"    {r.detail}"]
-    return "\n".join(lines)
-
-
-def _ratio_row(measure: str, value: float, *, at_least: float | None = None, at_most: float | None = None,
-               detail: str) -> TargetRow:
-    target = f">= {at_least}x" if at_least is not None else f"<= {at_most}x"
-    passed = value >= at_least if at_least is not None else value <= at_most
-    return TargetRow(measure, target, value, bool(passed), detail)
+        return plain(self)
 
 
 def _ms(seconds: float) -> str:
@@ -114,8 +82,8 @@ def throughput_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
     (seed 0 in six runs: 1.38x to 1.64x), so the row pools four workloads (two each way round): pooled, four
     runs of two workloads gave 1.55x to 1.62x, three runs of four 1.57x, 1.60x and 1.68x (the README has them)."""
     sizes = dataclasses.replace(sizes, requests=sizes.throughput_requests, load=sizes.throughput_load)
-    spread, runs = batching_spread(model, sizes, seed)
-    rate, step, res = runs[0]
+    spread = batching_spread(model, sizes, seed)
+    rate, step, res = spread.rate, spread.step, spread.runs[0].runs
     st, co = res["static"].summary, res["continuous"].summary
     each = ", ".join(f"{x:.2f}x" for x in spread.ratios)
     idle = ", ".join(f"{w[3]:.0%}/{w[4]:.0%}" for w in spread.workloads)
@@ -125,7 +93,7 @@ def throughput_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
               f"{sizes.new_tokens} tokens: tokens/s static {st.tokens_per_s:.1f}, continuous {co.tokens_per_s:.1f}; "
               f"TTFT p50 {_ms(st.ttft.p50)} vs {_ms(co.ttft.p50)}, p99 {_ms(st.ttft.p99)} vs {_ms(co.ttft.p99)}; "
               f"TPOT p50 {_ms(st.tpot.p50)} vs {_ms(co.tpot.p50)}")
-    return _ratio_row("continuous / static throughput (Poisson, near saturation)", spread.pooled, at_least=1.5,
+    return ratio_row("continuous / static throughput (Poisson, near saturation)", spread.pooled, at_least=1.5,
                       detail=detail)
 
 
@@ -135,12 +103,13 @@ def peer_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
     detail = (f"{cmp.requests} requests x {cmp.new_tokens} tokens, batch {sizes.max_batch}; tokens/s serve "
               f"{ours:.1f}, generate_batch {theirs:.1f} (median of 2 interleaved); answers equal: "
               f"{cmp.same_as_serve['generate_batch']}/{cmp.requests}")
-    return _ratio_row("inferlab.serve continuous / transformers generate_batch tokens/s", ours / theirs,
+    return ratio_row("inferlab.serve continuous / transformers generate_batch tokens/s", ours / theirs,
                       at_least=1.0, detail=detail)
 
 
 def fit_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
-    longest, res = fit_runs(model, sizes, seed)
+    fit = fit_runs(model, sizes, seed)
+    longest, res = fit.longest, fit.runs
     a, b = in_flight(res["paged"]), in_flight(res["contiguous"])
     positions = sizes.fit_blocks * 16
     detail = (f"{positions} KV positions; contiguous: {positions // longest} reservations of {longest}, paged: "
@@ -148,36 +117,37 @@ def fit_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
               f"(paged peak {max(len(it.tables) for it in res['paged'].iterations)}, "
               f"{res['paged'].summary.preemptions} preemptions); tokens/s {res['paged'].summary.tokens_per_s:.1f} "
               f"vs {res['contiguous'].summary.tokens_per_s:.1f}")
-    return _ratio_row("requests in the same KV memory, paged / contiguous max-length", a / b, at_least=2.0,
+    return ratio_row("requests in the same KV memory, paged / contiguous max-length", a / b, at_least=2.0,
                       detail=detail)
 
 
 def chunk_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
-    ids, res = chunk_runs(model, sizes, seed)
+    chunk = chunk_runs(model, sizes, seed)
+    ids, res = chunk.decoders, chunk.runs
     whole, chunked = (percentile(gaps(res[k], ids), 99) for k in ("whole", "chunked"))
     long = res["whole"].requests[-1]
     detail = (f"{sizes.decoders} requests decode {sizes.decoder_tokens} tokens, a {sizes.long_prompt}-token prompt "
               f"arrives after {_ms(long.arrival)}; their p99 time between tokens {_ms(whole)} whole vs {_ms(chunked)} "
               f"in chunks of {sizes.prefill_chunk}; the long prompt's TTFT {_ms(long.ttft)} vs "
               f"{_ms(res['chunked'].requests[-1].ttft)}")
-    return _ratio_row("decoding requests' TPOT p99 as a long prompt arrives, chunked / whole", chunked / whole,
+    return ratio_row("decoding requests' TPOT p99 as a long prompt arrives, chunked / whole", chunked / whole,
                       at_most=0.5, detail=detail)
 
 
 def prefix_row(model: Model, sizes: BenchSizes, seed: int = 0) -> TargetRow:
     res = prefix_runs(model, sizes, seed)
-    plain, cached = (res[k].summary.ttft.p50 for k in ("without", "with"))
+    without, cached = (res[k].summary.ttft.p50 for k in ("without", "with"))
     detail = (f"{len(res['with'].requests)} requests, a {sizes.shared_prefix}-token shared opening; TTFT p50 "
-              f"{_ms(plain)} without vs {_ms(cached)} with; {res['with'].summary.cached_tokens} prompt positions "
+              f"{_ms(without)} without vs {_ms(cached)} with; {res['with'].summary.cached_tokens} prompt positions "
               "reused")
-    return _ratio_row(f"TTFT with / without prefix caching ({sizes.shared_prefix}-token shared prefix)",
-                      cached / plain, at_most=0.33, detail=detail)
+    return ratio_row(f"TTFT with / without prefix caching ({sizes.shared_prefix}-token shared prefix)",
+                      cached / without, at_most=0.33, detail=detail)
 
 
 def equality_row(model: Model) -> TargetRow:
     eq = equality(model)
-    pre = sum(v[2] for v in eq.settings.values())
-    wrong = [k for k, v in eq.settings.items() if v[0] != v[1] or not v[3]]
+    pre = sum(c.preemptions for c in eq.settings.values())
+    wrong = [k for k, c in eq.settings.items() if c.equal != c.total or not c.balanced]
     detail = (f"{model.info.name}: {eq.equal}/{eq.total} tokens over {len(eq.settings)} settings "
               f"({', '.join(eq.settings)}), {pre} preemptions; blocks balanced after every run: {not wrong}"
               + (f"; wrong: {', '.join(wrong)}" if wrong else ""))

@@ -1,7 +1,9 @@
 """Serving with and without each idea, on the same requests: the runs notebook 09 shows and the benchmark scores.
+One piece (over 300 lines) on purpose: notebook 09's runs, one per section, and what each reads off its results.
 
 Every function runs the real model through ``serve.run`` (or transformers, for ``peer_runs``) and returns the
-results, not a verdict; ``serve.bench`` turns them into the benchmark's rows, notebook 09 into figures.
+results as a small dataclass, not a verdict; ``measure.serving_targets`` turns them into the benchmark's rows,
+notebook 09 into figures.
 
     batching_runs   static and continuous batching on one Poisson workload near the server's capacity
     idle_slots      the share of batch slots that ran nothing
@@ -16,10 +18,10 @@ results, not a verdict; ``serve.bench`` turns them into the benchmark's rows, no
     equality        every policy and option against solo ``il.generate``, token for token (``serve.equality``)
 
 Sizes travel as one ``BenchSizes`` (``serve.sizes``); one decode step of the forward these runs use, at several
-batch sizes, is ``measure.serve_step_sweep``; GPT-2's shape with random weights is the model to time (its speed does not
-depend on its weights' values), the bundled model the one to check tokens on.
+batch sizes, is ``measure.serve_step_sweep`` (``measure.serving``); GPT-2's shape with random weights is the model to
+time (its speed does not depend on its weights' values), the bundled model the one to check tokens on.
 
-    >>> _, _, runs = batching_runs(g, BenchSizes())                         # doctest: +SKIP
+    >>> batching_runs(g, BenchSizes()).runs["continuous"].summary           # doctest: +SKIP
 """
 
 from __future__ import annotations
@@ -27,45 +29,54 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .. import _hf
 from ..errors import bad_value, check_number
 from ..i18n import tr
 from ..models import Model
-from ..timing import clock, interleave, time_call
-from .equality import NEAR_TIE, Divergence, Equality, divergence, equality, solo_tokens  # noqa: F401 (09: compare.equality)
-from .load import LoadPoint, SteadyState, load_requests, load_sweep, steady_state  # noqa: F401 (09: compare.*)
-from .paged import PagedKV, Segment
-from .report import ServeResult
-from .requests import workload
-from .scheduler import run
-from .sizes import BenchSizes
-
-
-def forward_times(model: Model, batch: int, tokens: int, context: int = 0, *, repeats: int = 3) -> tuple[float, ...]:
-    """Seconds of each repeat of one paged forward (``serve.run``'s, weights ``"auto"``): ``batch`` requests each
-    running ``tokens`` new tokens after ``context`` positions already in their blocks (``tokens=1``: a decode step
-    of the whole batch)."""
-    bs = 16
-    per = -(-(context + tokens) // bs)
-    kv = PagedKV(model, batch * per, bs)
-    ids = tuple(100 + i % 1000 for i in range(tokens))
-    segments = [Segment(ids, context, tuple(range(i * per, (i + 1) * per)), True) for i in range(batch)]
-    return tuple(time_call(lambda: kv.forward(segments), repeats=repeats, device=model.device))
-
-
-def forward_s(model: Model, batch: int, tokens: int, context: int = 0, *, repeats: int = 3) -> float:
-    """Median seconds of one paged forward (``forward_times``)."""
-    return statistics.median(forward_times(model, batch, tokens, context, repeats=repeats))
+from ..serve.equality import (  # noqa: F401 (notebook 09 and the benchmark read them here)
+    NEAR_TIE,
+    Divergence,
+    Equality,
+    SettingCheck,
+    divergence,
+    equality,
+    solo_tokens,
+)
+from ..serve.load import (  # noqa: F401 (notebook 09 reads them here)
+    SUSTAINED,
+    WARMUP,
+    LoadPoint,
+    SteadyState,
+    load_requests,
+    load_sweep,
+    steady_state,
+)
+from ..serve.report import ServeResult
+from ..serve.requests import workload
+from ..serve.scheduler import run
+from ..serve.sizes import BenchSizes
+from ..timing import clock, interleave
+from .serving import forward_s
 
 
 # ----------------------------------------------------------------------------- the runs (notebook 09 shows them)
+@dataclass(frozen=True)
+class BatchingRuns:
+    """``batching_runs``' result: the arrival rate (requests/s), one decode step at ``max_batch`` (seconds) it was
+    set from, and each policy's run (``{"static": result, "continuous": result}``, in the order they ran)."""
+
+    rate: float
+    step: float
+    runs: dict[str, ServeResult] = field(repr=False)
+
+
 def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0, order: tuple[str, str] = ("static", "continuous")
-                  ) -> tuple[float, float, dict[str, ServeResult]]:
+                  ) -> BatchingRuns:
     """Static and continuous batching on one Poisson workload arriving at about the server's capacity
     (``sizes.load`` times the requests/s that keep ``max_batch`` slots decoding answers of the mean length):
-    ``(rate per s, one decode step's seconds at max_batch, {"static": result, "continuous": result})``.
+    a ``BatchingRuns`` (the rate, one decode step's seconds at max_batch, each policy's result).
 
     The estimate is an upper bound (every slot decoding at every step, no prefill), so ``load=1`` already arrives
     about as fast as continuous batching can finish; with a dozen requests the run is still mostly filling and
@@ -78,7 +89,7 @@ def batching_runs(model: Model, sizes: BenchSizes, seed: int = 0, order: tuple[s
     step = forward_s(model, sizes.max_batch, 1, context=sum(sizes.prompt_tokens) // 2 + int(mean_new) // 2, repeats=9)
     rate = sizes.load * sizes.max_batch / step / mean_new
     reqs = workload(sizes.requests, rate, sizes.prompt_tokens, sizes.new_tokens, seed, model=model)
-    return rate, step, {p: run(model, reqs, policy=p, max_batch=sizes.max_batch) for p in order}
+    return BatchingRuns(rate, step, {p: run(model, reqs, policy=p, max_batch=sizes.max_batch) for p in order})
 
 
 def idle_slots(result: ServeResult) -> float:
@@ -97,6 +108,7 @@ class BatchingSpread:
     pooled: float
     rate: float  # the first workload's arrival rate (requests/s)
     step: float  # its decode step at max_batch (seconds)
+    runs: tuple[BatchingRuns, ...] = field(default=(), repr=False, compare=False)  # every workload's runs
 
     @property
     def ratios(self) -> tuple[float, ...]:
@@ -108,21 +120,22 @@ class BatchingSpread:
                   pooled=self.pooled)
 
 
-def batching_spread(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[BatchingSpread, list]:
+def batching_spread(model: Model, sizes: BenchSizes, seed: int = 0) -> BatchingSpread:
     """``batching_runs`` on ``sizes.workloads`` Poisson workloads (seeds ``seed``, ``seed + 1``, ...), the policy
     run first alternating (static first on the first): one workload's ratio moves with the seed and with the
-    machine's state, and whichever runs first was favoured on a 2-core VM. ``(the spread, every workload's
-    (rate, step, runs))``; ``serve.bench.throughput_row`` scores it."""
+    machine's state, and whichever runs first was favoured on a 2-core VM. The spread keeps every workload's
+    ``BatchingRuns`` (``runs``); ``measure.serving_targets.throughput_row`` scores it."""
     check_number("sizes.workloads", sizes.workloads, low=1, integer=True)
     orders = (("static", "continuous"), ("continuous", "static"))
     runs = [batching_runs(model, sizes, seed + i, orders[i % 2]) for i in range(sizes.workloads)]
 
     def pooled(policy: str) -> float:
-        return (sum(r[policy].summary.generated_tokens for _, _, r in runs)
-                / sum(r[policy].summary.seconds for _, _, r in runs))
-    rows = tuple((seed + i, orders[i % 2][0], r["continuous"].summary.tokens_per_s / r["static"].summary.tokens_per_s,
-                  idle_slots(r["static"]), idle_slots(r["continuous"])) for i, (_, _, r) in enumerate(runs))
-    return BatchingSpread(rows, pooled("continuous") / pooled("static"), runs[0][0], runs[0][1]), runs
+        return (sum(b.runs[policy].summary.generated_tokens for b in runs)
+                / sum(b.runs[policy].summary.seconds for b in runs))
+    rows = tuple((seed + i, orders[i % 2][0],
+                  b.runs["continuous"].summary.tokens_per_s / b.runs["static"].summary.tokens_per_s,
+                  idle_slots(b.runs["static"]), idle_slots(b.runs["continuous"])) for i, b in enumerate(runs))
+    return BatchingSpread(rows, pooled("continuous") / pooled("static"), runs[0].rate, runs[0].step, tuple(runs))
 
 
 @dataclass(frozen=True)
@@ -189,15 +202,23 @@ def in_flight(result: ServeResult) -> float:
     return statistics.mean(counts) if counts else max(len(it.requests) for it in result.iterations)
 
 
-def fit_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[int, dict[str, ServeResult]]:
+@dataclass(frozen=True)
+class FitRuns:
+    """``fit_runs``' result: the longest request the workload allows (a contiguous reservation's length), and
+    ``{"paged": result, "contiguous": result}``."""
+
+    longest: int
+    runs: dict[str, ServeResult] = field(repr=False)
+
+
+def fit_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> FitRuns:
     """The same requests in the same KV memory (``fit_blocks`` x 16 positions), all arriving at once: paged
-    (blocks of 16) and contiguous (one block as long as the longest request the workload allows, per request).
-    ``(that longest length, {"paged": result, "contiguous": result})``."""
+    (blocks of 16) and contiguous (one block as long as the longest request the workload allows, per request)."""
     reqs = workload(sizes.requests, math.inf, sizes.prompt_tokens, sizes.new_tokens, seed, model=model)
     longest = sizes.prompt_tokens[1] + sizes.new_tokens[1]
-    return longest, {"paged": run(model, reqs, max_batch=len(reqs), kv_blocks=sizes.fit_blocks),
-                     "contiguous": run(model, reqs, max_batch=len(reqs), block_size=longest,
-                                       kv_blocks=sizes.fit_blocks * 16 // longest)}
+    return FitRuns(longest, {"paged": run(model, reqs, max_batch=len(reqs), kv_blocks=sizes.fit_blocks),
+                             "contiguous": run(model, reqs, max_batch=len(reqs), block_size=longest,
+                                               kv_blocks=sizes.fit_blocks * 16 // longest)})
 
 
 def kv_positions(result: ServeResult, longest: int) -> list[tuple[int, int, int]]:
@@ -266,16 +287,27 @@ def gap_phases(result: ServeResult, ids, long_id: int) -> GapPhases:
     return GapPhases(med(before), med(during), max(during, default=math.nan))
 
 
-def chunk_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> tuple[set[int], dict[str, ServeResult]]:
+@dataclass(frozen=True)
+class ChunkRuns:
+    """``chunk_runs``' result: the decoding requests' ids, the long prompt's id, and
+    ``{"whole": result, "chunked": result}``."""
+
+    decoders: frozenset[int]
+    long_id: int
+    runs: dict[str, ServeResult] = field(repr=False)
+
+
+def chunk_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> ChunkRuns:
     """``decoders`` requests decode; a ``long_prompt`` arrives after about a quarter of their answers. Run with
-    whole prompts and with ``prefill_chunk``: ``(the decoders' ids, {"whole": result, "chunked": result})``."""
+    whole prompts and with ``prefill_chunk``: a ``ChunkRuns``."""
     decoders = workload(sizes.decoders, math.inf, sizes.prompt_tokens[0], sizes.decoder_tokens, seed, model=model)
     step = forward_s(model, sizes.decoders, 1, context=sizes.prompt_tokens[0] + sizes.decoder_tokens // 4)
     long = workload(1, 1.0, sizes.long_prompt, 4, seed, model=model)[0]
     long = dataclasses.replace(long, id=len(decoders), arrival=step * sizes.decoder_tokens / 4)
     reqs = [*decoders, long]
-    return {r.id for r in decoders}, {k: run(model, reqs, max_batch=len(reqs), prefill_chunk=c)
-                                      for k, c in (("whole", None), ("chunked", sizes.prefill_chunk))}
+    return ChunkRuns(frozenset(r.id for r in decoders), long.id,
+                     {k: run(model, reqs, max_batch=len(reqs), prefill_chunk=c)
+                      for k, c in (("whole", None), ("chunked", sizes.prefill_chunk))})
 
 
 def prefix_runs(model: Model, sizes: BenchSizes, seed: int = 0) -> dict[str, ServeResult]:
