@@ -6,6 +6,7 @@
     python3 install.py --dry-run  # print the choice and the pip commands, install nothing
     python3 install.py --pypi-fallback  # if the CPU index fails on Linux, accept PyPI's CUDA build (several GB)
     python3 install.py --no-compile     # pip does not byte-compile: Python compiles each module when first imported
+    python3 install.py --dev            # requirements-dev.txt instead: the course and what its test suite needs
 
 After pip, it writes the course's Jupyter settings into this Python's prefix (``jupyter_settings``): the server saves
 a widget view as its text when the view's state is not saved with the notebook (reopened, it reads as text instead of
@@ -275,6 +276,9 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
                     help="pass --no-compile to pip: Python compiles each module the first time it is imported instead "
                          "of pip compiling every file it installs (the test runner uses it: about a minute less on 2 "
                          "cores; needs Python allowed to write bytecode, i.e. PYTHONDONTWRITEBYTECODE unset)")
+    ap.add_argument("--dev", action="store_true",
+                    help="install requirements-dev.txt (the course, and the training data test's opencc) instead of "
+                         "requirements.txt: what tests/run.sh installs, still in one pip run")
     args = ap.parse_args(argv)
     override = args.build or os.environ.get("INFERLAB_TORCH") or None
     choice = choose(Machine(sys.platform, has_nvidia_gpu(), override))
@@ -282,7 +286,8 @@ def main(argv: list[str] | None = None, run=subprocess.run, probe=None, ask=None
         ask = input
     quiet = ["-q", "--disable-pip-version-check"] if args.quiet else []
     lazy = ["--no-compile"] if args.no_compile else []  # pip options for every install it runs
-    requirements = [sys.executable, "-m", "pip", "install", *quiet, *lazy, "-r", str(HERE / "requirements.txt")]
+    wanted = HERE / ("requirements-dev.txt" if args.dev else "requirements.txt")
+    requirements = [sys.executable, "-m", "pip", "install", *quiet, *lazy, "-r", str(wanted)]
     have = installed_torch(run)
     keep, why = keep_installed(have, choice, explicit=override is not None)
     if why:

@@ -8,11 +8,11 @@ if [ -z "${VIRTUAL_ENV:-}" ]; then
   # shellcheck disable=SC1091
   . .venv/bin/activate
 fi
-# The torch build for this machine (kept when present), then requirements.txt. --no-compile: pip byte-compiles
+# The torch build for this machine (kept when present), then requirements-dev.txt. --no-compile: pip byte-compiles
 # every file it installs (about a minute on 2 cores, most of it for modules nothing imports); Python compiles a module
 # the first time it is imported instead, and keeps it, which needs bytecode writing allowed:
 unset PYTHONDONTWRITEBYTECODE
-python install.py -q --no-compile
+python install.py -q --no-compile --dev   # requirements-dev.txt: the course and the suite's extras
 export HF_HUB_OFFLINE=1 INFERLAB_MODEL=bundled   # CI and this suite run on the bundled model, no network
 # The notebooks' test scale (inferlab/scale.py): the same cells with smaller sizes. nbval compares the checked cells
 # with the stored outputs, which are full-scale: the checked cells say the same at both scales.

@@ -90,6 +90,13 @@ def test_cpu_index_first_then_requirements(no_gpu_linux, capsys):
     assert "cpu build (about 200 MB): no NVIDIA GPU found" in capsys.readouterr().out
 
 
+def test_dev_installs_the_suites_requirements_in_the_same_one_pip_run(no_gpu_linux):
+    """``tests/run.sh`` runs ``install.py --dev``: requirements-dev.txt (the course's file and the training extra)."""
+    pip = FakePip(torch_version="2.13.0+cpu")
+    assert install.main(["--dev"], run=pip) == 0
+    assert pip.commands == [[sys.executable, "-m", "pip", "install", "-r", str(ROOT / "requirements-dev.txt")]]
+
+
 def test_no_compile_reaches_every_pip_install_and_no_uninstall(no_gpu_linux):
     pip = FakePip(torch_version="2.13.0+cpu")  # a CPU build replaced by the CUDA one: uninstall, torch, requirements
     assert install.main(["--cuda", "-q", "--no-compile"], run=pip) == 0

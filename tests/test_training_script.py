@@ -1,4 +1,5 @@
-"""The data preparation of ``data/train_tiny_gpt2.py`` on a tiny fake ``chinese-poetry`` tarball (no network).
+"""The training package (``training/``): its data preparation on a tiny fake ``chinese-poetry`` tarball (no network),
+its rows, head guide, loop, checkpoints and vocabulary surgery on toy models, its options' checks, and the card.
 
 Checks what the model card promises: the Tang poems are read from ``dist/quantangshi/poet.tang.<N>.json`` only,
 in the order of N, converted to Simplified characters, formatted as title / author / lines, and the held-out
@@ -7,7 +8,6 @@ poems never reach the training split.
 
 from __future__ import annotations
 
-import importlib.util
 import io
 import json
 import tarfile
@@ -16,15 +16,15 @@ from pathlib import Path
 import pytest
 import torch
 
+import training.card
+from training import corpus as corpora
+from training import gpt2_parts as parts
+from training import loop, options
+from training import rows as rowgen
+from training import train as cli
+from training.guide import HeadGuide
+
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def train():
-    spec = importlib.util.spec_from_file_location("train_tiny_gpt2", ROOT / "data" / "train_tiny_gpt2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _poem(title: str, author: str = "李白", *lines: str) -> dict:
@@ -49,66 +49,66 @@ def _fake_archive(path: Path) -> Path:
     return path
 
 
-def test_tang_poems_come_from_quantangshi_only_in_file_number_order(train, tmp_path):
-    poems = train.read_tang_poems(_fake_archive(tmp_path / "chinese-poetry-2.0.1.tgz"))
+def test_tang_poems_come_from_quantangshi_only_in_file_number_order(tmp_path):
+    poems = corpora.read_tang_poems(_fake_archive(tmp_path / "chinese-poetry-2.0.1.tgz"))
     # 0 < 2000 < 10000 (a string sort would put 10000 before 2000); error/ and strains/ are left out
     assert [p["title"] for p in poems] == ["甲", "乙", "丙", "丁"]
 
 
-def test_a_poem_reads_title_author_then_its_lines(train):
+def test_a_poem_reads_title_author_then_its_lines():
     poem = _poem(" 靜夜思 ", "李白", "床前看月光，疑是地上霜。", "", "舉頭望山月，低頭思故鄉。")
-    assert train.format_poem(poem, str) == "靜夜思\n李白\n床前看月光，疑是地上霜。\n舉頭望山月，低頭思故鄉。"
+    assert corpora.format_poem(poem, str) == "靜夜思\n李白\n床前看月光，疑是地上霜。\n舉頭望山月，低頭思故鄉。"
 
 
-def test_poems_are_converted_to_simplified_characters(train, tmp_path, monkeypatch):
+def test_poems_are_converted_to_simplified_characters(tmp_path, monkeypatch):
     archive = tmp_path / "chinese-poetry-2.0.1.tgz"
     with tarfile.open(archive, "w:gz") as tar:
         data = json.dumps([_poem("靜夜思", "李白", "牀前看月光，疑是地上霜。", "舉頭望山月，低頭思故鄉。")]).encode()
         info = tarfile.TarInfo("package/dist/quantangshi/poet.tang.0.json")
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
-    monkeypatch.setattr(train, "poetry_archive", lambda: archive)
-    assert train.poem_texts() == ["静夜思\n李白\n床前看月光，疑是地上霜。\n举头望山月，低头思故乡。"]
+    monkeypatch.setattr(corpora, "poetry_archive", lambda: archive)
+    assert corpora.poem_texts() == ["静夜思\n李白\n床前看月光，疑是地上霜。\n举头望山月，低头思故乡。"]
 
 
-def test_every_nth_poem_is_held_out_and_never_trained_on(train):
+def test_every_nth_poem_is_held_out_and_never_trained_on():
     texts = [f"poem {i}" for i in range(250)]
-    train_split, held = train.split_poems(texts, every=50)
+    train_split, held = corpora.split_poems(texts, every=50)
     assert held == ["poem 49", "poem 99", "poem 149", "poem 199", "poem 249"]
     assert len(train_split) == 245 and not set(held) & set(train_split)
-    assert train.split_poems(texts)[1] == ["poem 199"]  # the default: every 200th
+    assert corpora.split_poems(texts)[1] == ["poem 199"]  # the default: every 200th
 
 
-def test_poems_are_joined_by_end_of_text(train):
-    tok = train.gpt2_tokenizer()
+def test_poems_are_joined_by_end_of_text():
+    tok = corpora.gpt2_tokenizer()
     # GPT-2's ids: "a" = 64, "b" = 65, <|endoftext|> = 50256; "月" is 3 UTF-8 bytes, 2 tokens (17312, 230)
-    assert train.join_tokens(tok, ["a", "b", "月"]).tolist() == [64, 50256, 65, 50256, 17312, 230, 50256]
+    assert corpora.join_tokens(tok, ["a", "b", "月"]).tolist() == [64, 50256, 65, 50256, 17312, 230, 50256]
 
 
-def test_a_mixed_batch_takes_its_share_of_rows_from_the_poems(train):
+def test_a_mixed_batch_takes_its_share_of_rows_from_the_poems():
     english, chinese = torch.arange(0, 100), torch.arange(1000, 1100)
-    x = next(train.mixed_batches(english, chinese, block=8, batch=4, mix=0.5, gen=torch.Generator().manual_seed(0)))
+    x = next(rowgen.mixed_batches(english, chinese, block=8, batch=4, mix=0.5, gen=torch.Generator().manual_seed(0)))
     assert x.shape == (4, 9)
     assert (x[:2] < 100).all() and (x[2:] >= 1000).all()
-    only_english = next(train.mixed_batches(english, chinese, 8, 4, 0.0, torch.Generator().manual_seed(0)))
+    only_english = next(rowgen.mixed_batches(english, chinese, 8, 4, 0.0, torch.Generator().manual_seed(0)))
     assert (only_english < 100).all()
 
 
-def test_never_seen_ids_get_a_row_unlikely_after_every_context_but_no_lower_than_needed(train):
+def test_never_seen_ids_get_a_row_unlikely_after_every_context_but_no_lower_than_needed():
     # two contexts pointing different ways; the seen ids' log-sum-exp is 0 after both, so one unseen id at
     # logit 0 would take softplus(0) = 0.69 nats: the row must go negative along both axes
     h = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    row = train.unseen_row(h, torch.zeros(2), count=1, leak=0.01)
+    row = parts.unseen_row(h, torch.zeros(2), count=1, leak=0.01)
     assert (row < -3.5).all()  # softplus(-4.6) = 0.01: each logit near -4.6 or below
     # already unlikely (seen log-sum-exp 20 above a zero logit): the row stays at zero
-    assert train.unseen_row(h, torch.full((2,), 20.0), count=1).tolist() == [0.0, 0.0]
+    assert parts.unseen_row(h, torch.full((2,), 20.0), count=1).tolist() == [0.0, 0.0]
 
 
-def test_a_repeated_row_repeats_one_span_after_a_lead_in_of_real_text(train):
+def test_a_repeated_row_repeats_one_span_after_a_lead_in_of_real_text():
     text = torch.arange(1000, 2000)  # "real text": consecutive ids, so a stretch of it is easy to recognise
     pool = torch.arange(10, 60)
     for seed in range(20):
-        row = train.repeated_row(65, [text], pool, torch.Generator().manual_seed(seed))
+        row = rowgen.repeated_row(65, [text], pool, torch.Generator().manual_seed(seed))
         assert row.shape == (65,)
         # the row's tail is periodic: some span length p in 8..64 with row[i] == row[i - p] from the lead-in on
         periods = [p for p in range(8, 65) if any((row[s + p:] == row[s:-p]).all() for s in range(0, 17))]
@@ -120,22 +120,22 @@ def test_a_repeated_row_repeats_one_span_after_a_lead_in_of_real_text(train):
             assert len(set(span.tolist())) == len(span)
 
 
-def test_with_repeats_replaces_about_its_share_of_rows(train):
+def test_with_repeats_replaces_about_its_share_of_rows():
     gen = torch.Generator().manual_seed(0)
     text, pool = torch.arange(1000, 3000), torch.arange(10, 200)
-    stream = train.mixed_batches(text, text, block=64, batch=50, mix=0.5, gen=gen)
-    x = next(train.with_repeats(stream, [text], pool, 0.2, gen))
+    stream = rowgen.mixed_batches(text, text, block=64, batch=50, mix=0.5, gen=gen)
+    x = next(rowgen.with_repeats(stream, [text], pool, 0.2, gen))
     def periodic(row: torch.Tensor) -> bool:  # real text is never periodic; a repeated row always is
         return any((row[32 + p:] == row[32:-p]).all() for p in range(8, 33))
     replaced = sum(periodic(r) for r in x)
     assert 3 <= replaced <= 20, replaced  # 50 rows at 0.2: 10 expected
-    untouched = next(train.with_repeats(train.mixed_batches(text, text, 64, 50, 0.5, gen), [text], pool, 0.0, gen))
+    untouched = next(rowgen.with_repeats(rowgen.mixed_batches(text, text, 64, 50, 0.5, gen), [text], pool, 0.0, gen))
     assert not any(periodic(r) for r in untouched)
 
 
-def test_a_copy_row_repeats_a_span_of_distinct_pool_ids_at_random_places_and_learns_only_the_copy(train):
+def test_a_copy_row_repeats_a_span_of_distinct_pool_ids_at_random_places_and_learns_only_the_copy():
     pool = torch.arange(100, 200)
-    batch, targets = next(train.copy_batches(pool, 41, 64, torch.Generator().manual_seed(0)))
+    batch, targets = next(rowgen.copy_batches(pool, 41, 64, torch.Generator().manual_seed(0)))
     assert batch.shape == (64, 41) and targets.shape == (64, 40)
     assert set(batch.flatten().tolist()) <= set(pool.tolist())
     spans, seconds = set(), set()
@@ -155,11 +155,11 @@ def test_a_copy_row_repeats_a_span_of_distinct_pool_ids_at_random_places_and_lea
     assert len(spans) > 5 and len(seconds) > 5
 
 
-def test_copy_rows_favour_short_spans_and_the_rows_start(train):
+def test_copy_rows_favour_short_spans_and_the_rows_start():
     """Half the rows start with the first copy and spans are drawn on a log scale (03 measures copying at the start
     of a row, on a 20-token span): drawn evenly, a start at 0 came once in 50 rows and the median span was 36."""
     pool = torch.arange(1000, 1400)
-    batch, targets = next(train.copy_batches(pool, 129, 400, torch.Generator().manual_seed(0)))
+    batch, targets = next(rowgen.copy_batches(pool, 129, 400, torch.Generator().manual_seed(0)))
     at_start, spans, adjacent = 0, [], 0
     for row, target in zip(batch, targets):
         learned = (target != -100).nonzero().flatten()
@@ -172,11 +172,11 @@ def test_copy_rows_favour_short_spans_and_the_rows_start(train):
     assert sorted(spans)[200] < 30 and max(spans) > 50, sorted(spans)
 
 
-def test_phase_one_can_mix_copy_rows_into_ordinary_batches(train):
+def test_phase_one_can_mix_copy_rows_into_ordinary_batches():
     pool = torch.arange(100, 140)
     text = torch.arange(1000, 3000)
-    stream = train.with_copy_rows(train.batches(text, 32, 200, torch.Generator().manual_seed(1)), pool, 0.25,
-                                  torch.Generator().manual_seed(2))
+    stream = rowgen.with_copy_rows(rowgen.batches(text, 32, 200, torch.Generator().manual_seed(1)), pool, 0.25,
+                                   torch.Generator().manual_seed(2))
     x, targets = next(stream)
     copy = torch.tensor([set(r.tolist()) <= set(pool.tolist()) for r in x])
     assert 25 <= int(copy.sum()) <= 75  # 50 expected
@@ -184,43 +184,43 @@ def test_phase_one_can_mix_copy_rows_into_ordinary_batches(train):
     assert ((targets[copy] == -100).sum(1) > 0).all()  # copy rows: only their second copy
 
 
-def test_a_warm_start_refreshes_only_the_rows_its_checkpoint_never_trained(train):
+def test_a_warm_start_refreshes_only_the_rows_its_checkpoint_never_trained():
     table = torch.randn(6, 4)
     table[[1, 4, 5]] = torch.tensor([-1.0, 0.5, 0.5, 2.0])  # phase 2's one row for ids missing from the data
-    assert train.never_trained_rows(table).tolist() == [False, True, False, False, True, True]
-    assert not train.never_trained_rows(torch.randn(6, 4)).any()  # every row trained (a bilingual start's poems too)
+    assert parts.never_trained_rows(table).tolist() == [False, True, False, False, True, True]
+    assert not parts.never_trained_rows(torch.randn(6, 4)).any()  # every row trained (a bilingual start's poems too)
 
 
-def test_frequent_pool_leaves_out_end_of_text(train):
+def test_frequent_pool_leaves_out_end_of_text():
     data = torch.tensor([5, 5, 5, 7, 7, 9, 3, 3, 3, 3])
-    assert train.frequent_pool(data, 2, eot=3).tolist() == [5, 7]
+    assert rowgen.frequent_pool(data, 2, eot=3).tolist() == [5, 7]
 
 
-def test_a_resumed_run_carries_on_exactly_where_the_checkpoint_was_saved(train, tmp_path):
+def test_a_resumed_run_carries_on_exactly_where_the_checkpoint_was_saved(tmp_path):
     from transformers import GPT2Config, GPT2LMHeadModel
 
     def fresh():
         torch.manual_seed(0)
-        return GPT2LMHeadModel(GPT2Config(vocab_size=50, **train.size_of(context=16, width=16, layers=1, heads=2)))
+        return GPT2LMHeadModel(GPT2Config(vocab_size=50, **parts.size_of(context=16, width=16, layers=1, heads=2)))
 
     def run(steps, start=0, model=None, opt_state=None, gen=None, save_at=None):
         model = model or fresh()
         gen = gen or torch.Generator().manual_seed(1)
-        stream = train.batches(torch.arange(0, 50).repeat(20), 8, 4, gen)
+        stream = rowgen.batches(torch.arange(0, 50).repeat(20), 8, 4, gen)
         saved = {}
 
         def checkpoint(step, opt):
             if step == save_at:
-                train.save_checkpoint(tmp_path / "ckpt", 1, step, model, opt, gen, minutes=1.5,
-                                      notes={"copy_steps_taken": 7})
+                loop.save_checkpoint(tmp_path / "ckpt", 1, step, model, opt, gen, minutes=1.5,
+                                     notes={"copy_steps_taken": 7})
                 saved["yes"] = True
-        train.train_loop(model, lambda _: stream, 0, 1e-2, 2, "t", steps=steps, start_step=start, opt_state=opt_state,
-                         checkpoint=checkpoint, checkpoint_seconds=-1)
+        loop.train_loop(model, lambda _: stream, 0, 1e-2, 2, "t", steps=steps, start_step=start, opt_state=opt_state,
+                        checkpoint=checkpoint, checkpoint_seconds=-1)
         return model, saved
 
     straight, saved = run(6, save_at=3)
     assert saved
-    state = train.load_checkpoint(tmp_path / "ckpt")
+    state = loop.load_checkpoint(tmp_path / "ckpt")
     assert state["phase"] == 1 and state["step"] == 3 and state["minutes"] == 1.5
     assert state["notes"] == {"copy_steps_taken": 7}  # what the card reports survives a resume
     assert not any(p.suffix in (".pt", ".pth", ".bin", ".pkl") for p in (tmp_path / "ckpt").iterdir())
@@ -234,15 +234,15 @@ def test_a_resumed_run_carries_on_exactly_where_the_checkpoint_was_saved(train, 
     resumed, _ = run(6, start=3, model=model, opt_state=state["optimizer"], gen=gen)
     for a, b in zip(straight.parameters(), resumed.parameters(), strict=True):
         assert torch.equal(a, b)
-    assert train.load_checkpoint(tmp_path / "nothing") is None
+    assert loop.load_checkpoint(tmp_path / "nothing") is None
 
 
-def test_the_copy_warm_up_can_keep_language_rows_in_each_batch(train):
+def test_the_copy_warm_up_can_keep_language_rows_in_each_batch():
     pool = torch.arange(100, 140)
-    copies = train.copy_batches(pool, 17, 8, torch.Generator().manual_seed(0))
+    copies = rowgen.copy_batches(pool, 17, 8, torch.Generator().manual_seed(0))
     text = torch.arange(1000, 3000)
-    language = train.batches(text, 16, 3, torch.Generator().manual_seed(1))
-    batch, targets = next(train.with_language(copies, language))
+    language = rowgen.batches(text, 16, 3, torch.Generator().manual_seed(1))
+    batch, targets = next(rowgen.with_language(copies, language))
     assert batch.shape == (8, 17) and targets.shape == (8, 16)
     assert ((targets[:5] == -100).sum(1) > 0).all() and torch.equal(targets[5:], batch[5:, 1:])  # language: all targets
     assert all(set(row.tolist()) <= set(pool.tolist()) for row in batch[:5])
@@ -250,13 +250,13 @@ def test_the_copy_warm_up_can_keep_language_rows_in_each_batch(train):
                for row in batch[5:])  # consecutive windows of the text
 
 
-def test_the_loop_ignores_masked_targets_and_stops_when_its_goal_is_reached(train):
+def test_the_loop_ignores_masked_targets_and_stops_when_its_goal_is_reached():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     def trained(stream):
         torch.manual_seed(0)
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **train.size_of(context=16, width=16, layers=1, heads=2)))
-        train.train_loop(model, lambda _: stream, 0, 1e-2, 1, "t", steps=3)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **parts.size_of(context=16, width=16, layers=1, heads=2)))
+        loop.train_loop(model, lambda _: stream, 0, 1e-2, 1, "t", steps=3)
         return model
 
     x = torch.randint(0, 20, (4, 9))
@@ -282,33 +282,33 @@ def test_the_loop_ignores_masked_targets_and_stops_when_its_goal_is_reached(trai
     def until():
         asked.append(len(asked))
         return len(asked) == 2
-    taken = train.train_loop(model, lambda _: iter([x] * 100), 0, 1e-2, 1, "t", steps=100, report=lambda: "r",
-                             report_every=5, constant=True, until=until)
+    taken = loop.train_loop(model, lambda _: iter([x] * 100), 0, 1e-2, 1, "t", steps=100, report=lambda: "r",
+                            report_every=5, constant=True, until=until)
     assert taken == 5 and asked == [0, 1]  # asked at steps 0 and 5, stopped at the second
 
 
-def test_position_embeddings_can_learn_faster_without_weight_decay(train):
+def test_position_embeddings_can_learn_faster_without_weight_decay():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     def trained(wpe_lr):
         torch.manual_seed(0)
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **train.size_of(context=16, width=16, layers=1, heads=2)))
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **parts.size_of(context=16, width=16, layers=1, heads=2)))
         wpe = next(p for n, p in model.named_parameters() if n.endswith("wpe.weight"))  # the position embeddings
         start = wpe.detach().clone()
         x = torch.randint(0, 20, (4, 9))
-        train.train_loop(model, lambda _: iter([x] * 2), 0, 1e-3, 1, "t", steps=2, wpe_lr=wpe_lr, constant=True)
+        loop.train_loop(model, lambda _: iter([x] * 2), 0, 1e-3, 1, "t", steps=2, wpe_lr=wpe_lr, constant=True)
         return (wpe - start)[:8].abs().mean().item()
     # Adam moves each weight about lr per step: ten times the rate, about ten times the change
     assert 5 < trained(10.0) / trained(1.0) < 15
 
 
-def test_a_grown_model_computes_what_its_start_did_and_its_new_blocks_can_learn_faster(train):
+def test_a_grown_model_computes_what_its_start_did_and_its_new_blocks_can_learn_faster():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    start = GPT2LMHeadModel(GPT2Config(vocab_size=20, **train.size_of(context=16, width=16, layers=2, heads=2)))
-    grown = train.restricted_copy(start, torch.arange(20), train.size_of(context=16, width=16, layers=4, heads=2))
-    train.silence_blocks(grown, 2)
+    start = GPT2LMHeadModel(GPT2Config(vocab_size=20, **parts.size_of(context=16, width=16, layers=2, heads=2)))
+    grown = parts.restricted_copy(start, torch.arange(20), parts.size_of(context=16, width=16, layers=4, heads=2))
+    parts.silence_blocks(grown, 2)
     start.eval(), grown.eval()
     x = torch.randint(0, 20, (3, 9))
     with torch.no_grad():
@@ -316,8 +316,8 @@ def test_a_grown_model_computes_what_its_start_did_and_its_new_blocks_can_learn_
     kept = set(start.state_dict())  # the parameters the start had; the others are the appended blocks'
     before = {n: p.detach().clone() for n, p in grown.named_parameters()}
     grown.train()
-    train.train_loop(grown, lambda _: iter([x] * 2), 0, 1e-3, 1, "t", steps=2, constant=True, new_layers=2,
-                     new_lr=10.0)
+    loop.train_loop(grown, lambda _: iter([x] * 2), 0, 1e-3, 1, "t", steps=2, constant=True, new_layers=2,
+                    new_lr=10.0)
     moved = {n: (p - before[n]).abs().max().item() for n, p in grown.named_parameters()}
     old = max(v for n, v in moved.items() if n in kept)
     new = max(v for n, v in moved.items() if n not in kept)
@@ -347,88 +347,88 @@ def test_a_grown_model_computes_what_its_start_did_and_its_new_blocks_can_learn_
     (["--passage-share", "0.6", "--copy-share", "0.5"], "--passage-share 0.6: the share of rows that are passage"),
     (["--guide", "1", "--guide-copy", "9", "0"], "--guide-copy 9 0: this model has layers 0..3"),
 ])
-def test_bad_training_options_are_refused_before_any_work_with_the_range(train, monkeypatch, capsys, argv, named):
-    monkeypatch.setattr("sys.argv", ["train_tiny_gpt2.py", *argv])
-    monkeypatch.setattr(train, "gpt2_tokenizer", lambda: pytest.fail("work started before the options were checked"))
+def test_bad_training_options_are_refused_before_any_work_with_the_range(monkeypatch, capsys, argv, named):
+    monkeypatch.setattr("sys.argv", ["train.py", *argv])
+    monkeypatch.setattr(corpora, "gpt2_tokenizer", lambda: pytest.fail("work started before the options were checked"))
     with pytest.raises(SystemExit) as exit_info:
-        train.main()
+        cli.main()
     assert exit_info.value.code == 2 and named in capsys.readouterr().err
 
 
-def test_a_gpu_is_asked_for_only_where_torch_sees_one(train, monkeypatch, capsys):
-    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: False)
-    assert train.resolve_device("auto") == "cpu" and train.resolve_device("cpu") == "cpu"
-    monkeypatch.setattr("sys.argv", ["train_tiny_gpt2.py", "--device", "cuda"])
-    monkeypatch.setattr(train, "gpt2_tokenizer", lambda: pytest.fail("work started before the options were checked"))
+def test_a_gpu_is_asked_for_only_where_torch_sees_one(monkeypatch, capsys):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert options.resolve_device("auto") == "cpu" and options.resolve_device("cpu") == "cpu"
+    monkeypatch.setattr("sys.argv", ["train.py", "--device", "cuda"])
+    monkeypatch.setattr(corpora, "gpt2_tokenizer", lambda: pytest.fail("work started before the options were checked"))
     with pytest.raises(SystemExit) as exit_info:
-        train.main()
+        cli.main()
     err = capsys.readouterr().err
     assert exit_info.value.code == 2 and "--device cuda: torch" in err and "use --device cpu" in err, err
-    monkeypatch.setattr(train.torch.cuda, "is_available", lambda: True)
-    assert train.resolve_device("auto") == "cuda" and train.resolve_device("cpu") == "cpu"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert options.resolve_device("auto") == "cuda" and options.resolve_device("cpu") == "cpu"
 
 
-def _corpus(train):
-    return train.Corpus(torch.tensor([464, 50256, 11]), torch.tensor([50256]), torch.tensor([19526, 254, 50256]),
-                        torch.tensor([]).long(), poems=3, held_out_poems=1, zh_chars=30, zh_held_chars=11)
+def _corpus():
+    return corpora.Corpus(torch.tensor([464, 50256, 11]), torch.tensor([50256]), torch.tensor([19526, 254, 50256]),
+                          torch.tensor([]).long(), poems=3, held_out_poems=1, zh_chars=30, zh_held_chars=11)
 
 
-def test_the_token_cache_gives_back_what_was_tokenized_and_only_for_the_same_tokenizer_and_split(train, tmp_path,
+def test_the_token_cache_gives_back_what_was_tokenized_and_only_for_the_same_tokenizer_and_split(tmp_path,
                                                                                                monkeypatch):
     path = tmp_path / "tokens.safetensors"
-    made = _corpus(train)
-    monkeypatch.setattr(train, "tokenize_corpora", lambda tok: made)
-    first = train.corpus_tokens(None, path)  # tokenized (here: the fake), then written
-    monkeypatch.setattr(train, "tokenize_corpora", lambda tok: pytest.fail("the cache was not used"))
-    again = train.corpus_tokens(None, path)
+    made = _corpus()
+    monkeypatch.setattr(corpora, "tokenize_corpora", lambda tok: made)
+    first = corpora.corpus_tokens(None, path)  # tokenized (here: the fake), then written
+    monkeypatch.setattr(corpora, "tokenize_corpora", lambda tok: pytest.fail("the cache was not used"))
+    again = corpora.corpus_tokens(None, path)
     for a, b in zip(first, again, strict=True):
         assert torch.equal(a, b) if isinstance(a, torch.Tensor) else a == b
     assert again.zh_train.dtype == torch.int64 and again.poems == 3 and again.zh_held_chars == 11
     assert path.stat().st_size < 1000  # 2 bytes an id
     # another held-out split (or tokenizer) than the cache's: tokenized again, and the cache replaced
-    monkeypatch.setattr(train, "POEM_HOLDOUT_EVERY", 100)
-    assert "poem_holdout_every" in train.load_tokens(path)[1]
-    monkeypatch.setattr(train, "tokenize_corpora", lambda tok: made._replace(poems=4))
-    assert train.corpus_tokens(None, path).poems == 4 and train.load_tokens(path)[0].poems == 4
+    monkeypatch.setattr(corpora, "POEM_HOLDOUT_EVERY", 100)
+    assert "poem_holdout_every" in corpora.load_tokens(path)[1]
+    monkeypatch.setattr(corpora, "tokenize_corpora", lambda tok: made._replace(poems=4))
+    assert corpora.corpus_tokens(None, path).poems == 4 and corpora.load_tokens(path)[0].poems == 4
 
 
-def test_a_damaged_token_cache_is_tokenized_again_not_trusted(train, tmp_path, monkeypatch, capsys):
+def test_a_damaged_token_cache_is_tokenized_again_not_trusted(tmp_path, monkeypatch, capsys):
     path = tmp_path / "tokens.safetensors"
-    train.save_tokens(_corpus(train), path)
+    corpora.save_tokens(_corpus(), path)
     path.write_bytes(path.read_bytes()[:-7])  # cut short, as by a full disk
-    corpus, why = train.load_tokens(path)
+    corpus, why = corpora.load_tokens(path)
     assert corpus is None and "cannot be read" in why
-    monkeypatch.setattr(train, "tokenize_corpora", lambda tok: _corpus(train))
-    assert train.corpus_tokens(None, path).poems == 3 and "tokenizing the corpora again" in capsys.readouterr().out
+    monkeypatch.setattr(corpora, "tokenize_corpora", lambda tok: _corpus())
+    assert corpora.corpus_tokens(None, path).poems == 3 and "tokenizing the corpora again" in capsys.readouterr().out
     assert not path.with_name(path.name + ".tmp").exists()
     with pytest.raises(ValueError, match="does not fit in uint16"):
-        train.save_tokens(_corpus(train)._replace(en_held=torch.tensor([70000])), path)
+        corpora.save_tokens(_corpus()._replace(en_held=torch.tensor([70000])), path)
 
 
-def test_the_head_guide_marks_the_keys_after_each_earlier_occurrence(train):
+def test_the_head_guide_marks_the_keys_after_each_earlier_occurrence():
     ids = torch.tensor([[5, 7, 9, 5, 7, 5]])
-    keys = train.HeadGuide.induction_keys(ids)[0]
+    keys = HeadGuide.induction_keys(ids)[0]
     assert keys[:3].sum() == 0  # 5, 7, 9: nothing earlier to look back at
     assert keys[3].nonzero().flatten().tolist() == [1]  # the second 5: the 7 that followed the first
     assert keys[4].nonzero().flatten().tolist() == [2]  # the second 7: the 9 after the first 7
     assert keys[5].nonzero().flatten().tolist() == [1, 4]  # the third 5: after both earlier 5s
-    assert train.HeadGuide.induction_keys(torch.tensor([[4, 4]]))[0, 1].nonzero().flatten().tolist() == [1]
+    assert HeadGuide.induction_keys(torch.tensor([[4, 4]]))[0, 1].nonzero().flatten().tolist() == [1]
 
 
-def test_the_head_guide_teaches_its_two_heads_and_leaves_the_forward_alone(train):
+def test_the_head_guide_teaches_its_two_heads_and_leaves_the_forward_alone():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
-    model = GPT2LMHeadModel(GPT2Config(vocab_size=30, **train.size_of(context=32, width=32, layers=2, heads=2)))
+    model = GPT2LMHeadModel(GPT2Config(vocab_size=30, **parts.size_of(context=32, width=32, layers=2, heads=2)))
     model.eval()  # no dropout: the two forwards below must match exactly
     span = torch.randperm(30)[:12]
     x = torch.cat([span, span, span[:9]]).unsqueeze(0).repeat(4, 1)  # a span repeated: induction has a target
     plain = model(input_ids=x[:, :-1]).logits
-    guide = train.HeadGuide(model, previous=(0, 1), induction=(1, 0), weight=1.0)
+    guide = HeadGuide(model, previous=(0, 1), induction=(1, 0), weight=1.0)
     assert torch.equal(model(input_ids=x[:, :-1]).logits, plain)  # the guide only reads queries and keys
     before = [v.item() for v in guide.losses(x[:, :-1])]
     model.train()
-    train.train_loop(model, lambda _: iter([x] * 60), 0, 1e-2, 1, "t", steps=60, constant=True, guide=guide)
+    loop.train_loop(model, lambda _: iter([x] * 60), 0, 1e-2, 1, "t", steps=60, constant=True, guide=guide)
     model.eval()
     model(input_ids=x[:, :-1])
     after = [v.item() for v in guide.losses(x[:, :-1])]
@@ -440,7 +440,7 @@ def test_the_head_guide_teaches_its_two_heads_and_leaves_the_forward_alone(train
     assert guide.qkv[0].shape[0] == 4  # removed: the hooks no longer record
 
 
-def test_copy_weight_counts_only_the_copy_rows_targets_more(train):
+def test_copy_weight_counts_only_the_copy_rows_targets_more():
     from transformers import GPT2Config, GPT2LMHeadModel
 
     x = torch.randint(0, 20, (4, 9))
@@ -450,29 +450,29 @@ def test_copy_weight_counts_only_the_copy_rows_targets_more(train):
 
     def trained(targets, weight):
         torch.manual_seed(0)
-        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **train.size_of(context=16, width=16, layers=1, heads=2)))
-        train.train_loop(model, lambda _: iter([(x, targets)] * 2), 0, 1e-2, 1, "t", steps=2, copy_weight=weight)
+        model = GPT2LMHeadModel(GPT2Config(vocab_size=20, **parts.size_of(context=16, width=16, layers=1, heads=2)))
+        loop.train_loop(model, lambda _: iter([(x, targets)] * 2), 0, 1e-2, 1, "t", steps=2, copy_weight=weight)
         return model.get_output_embeddings().weight.detach().clone()
     assert torch.equal(trained(language, 1.0), trained(language, 5.0))  # no copy row: nothing to weigh
     assert not torch.allclose(trained(with_copy, 1.0), trained(with_copy, 5.0))
 
 
-def test_copy_rows_can_draw_each_row_from_one_of_several_pools(train):
+def test_copy_rows_can_draw_each_row_from_one_of_several_pools():
     english, chinese = torch.arange(100, 200), torch.arange(500, 600)
     rows = [torch.zeros(33, dtype=torch.long) for _ in range(60)]
     batch = torch.stack(rows)
-    x, _ = next(train.with_copy_rows(iter([batch]), [english, chinese], 1.0, torch.Generator().manual_seed(0)))
+    x, _ = next(rowgen.with_copy_rows(iter([batch]), [english, chinese], 1.0, torch.Generator().manual_seed(0)))
     drawn = [("en" if (r >= 100).all() and (r < 200).all() else "zh" if (r >= 500).all() else "both") for r in x]
     assert set(drawn) == {"en", "zh"} and 15 < drawn.count("en") < 45  # each row from one pool, either at even odds
 
 
-def test_the_bundled_models_card_is_what_its_stored_measurements_write(train):
-    """The card is written from training_stats.json and eval.json (``data/eval_bundled.py --card-only`` rewrites it):
-    a hand edit, or a new measurement without a new card, shows here."""
+def test_the_bundled_models_card_is_what_its_stored_measurements_write():
+    """The card is written from training_stats.json and eval.json (``python -m training.evaluate --card-only``
+    rewrites it): a hand edit, or a new measurement without a new card, shows here."""
     folder = ROOT / "data" / "models" / "tiny-gpt2-bilingual"
     stats, ev = (json.loads((folder / name).read_text(encoding="utf-8"))
                  for name in ("training_stats.json", "eval.json"))
-    card = train.model_card(stats, ev)
+    card = training.card.model_card(stats, ev)
     assert card == (folder / "README.md").read_text(encoding="utf-8")
     assert "head guide" in card
     assert ("It ran in parts" in card) == bool(stats.get("history"))  # a resumed run lists its parts
@@ -480,11 +480,11 @@ def test_the_bundled_models_card_is_what_its_stored_measurements_write(train):
         assert run["commit"] is None or f"git show {run['commit']}:" in card
 
 
-def test_a_passage_row_repeats_real_text_and_learns_only_its_second_copy(train):
+def test_a_passage_row_repeats_real_text_and_learns_only_its_second_copy():
     g = torch.Generator().manual_seed(0)
     text = [torch.arange(1000, 6000)]  # "text" whose ids never repeat by chance
     for _ in range(50):
-        row, targets = train.passage_row(text, 128, g)
+        row, targets = rowgen.passage_row(text, 128, g)
         kept = (targets != -100).nonzero().flatten()
         assert len(kept) >= 15 and kept.diff().eq(1).all()  # one stretch: the second copy after its first id
         first, n = int(kept[0]), len(kept) + 1  # the second copy starts at the first kept target
@@ -493,8 +493,115 @@ def test_a_passage_row_repeats_real_text_and_learns_only_its_second_copy(train):
         assert torch.equal(targets[kept], row[kept + 1])
 
 
-def test_the_copy_guide_marks_the_key_after_an_earlier_run_of_the_same_ids(train):
+def test_the_copy_guide_marks_the_key_after_an_earlier_run_of_the_same_ids():
     ids = torch.tensor([[5, 6, 7, 8, 5, 6, 7, 9, 5, 6]])
-    keys = train.HeadGuide.copy_keys(ids, 2)[0]
+    keys = HeadGuide.copy_keys(ids, 2)[0]
     assert keys.nonzero().tolist() == [[5, 2], [6, 3], [9, 2], [9, 6]]  # "5 6" -> 7 (twice), "6 7" -> 8
-    assert train.HeadGuide.copy_keys(ids, 3)[0].nonzero().tolist() == [[6, 3]]  # only "5 6 7" occurred before
+    assert HeadGuide.copy_keys(ids, 3)[0].nonzero().tolist() == [[6, 3]]  # only "5 6 7" occurred before
+
+
+def _fake_corpus() -> corpora.Corpus:
+    """Both languages as random ids (each stream with its <|endoftext|>s): enough for a run of a few steps."""
+    g = torch.Generator().manual_seed(0)
+
+    def stream(low: int, high: int, n: int) -> torch.Tensor:
+        ids = torch.randint(low, high, (n,), generator=g)
+        ids[::97] = 50256
+        return ids
+    return corpora.Corpus(stream(200, 900, 6000), stream(200, 900, 600), stream(20000, 20400, 6000),
+                          stream(20000, 20400, 600), poems=60, held_out_poems=3, zh_chars=9000, zh_held_chars=400)
+
+
+TINY = ["--d-model", "16", "--layers", "2", "--heads", "2", "--context", "32", "--batch", "2", "--steps", "6", "3",
+        "--copy-steps", "4", "--copy-context", "16", "--copy-share", "0.1", "--repeat-pool", "40", "--guide", "1",
+        "--report-windows", "2", "--checkpoint-minutes", "0", "--device", "cpu"]
+
+
+def _weights(folder: Path) -> dict[str, torch.Tensor]:
+    from safetensors.torch import load_file
+
+    return load_file(str(folder / "model.safetensors"))
+
+
+def test_a_tiny_run_end_to_end_writes_a_full_vocabulary_model_and_a_resumed_run_writes_the_same(tmp_path, monkeypatch):
+    """The whole command on a fake corpus: the copy warm-up, phase 1, phase 2, the stored folder; then the same run
+    stopped after phase 1 and carried on with ``--resume`` (from the phase-1 checkpoint) stores the same weights."""
+    monkeypatch.setattr(corpora, "corpus_tokens", lambda tok, path=None: _fake_corpus())
+    straight = tmp_path / "straight"
+    cli.main([*TINY, "--out", str(straight), "--checkpoint", str(tmp_path / "ck1")])
+    stats = json.loads((straight / "training_stats.json").read_text(encoding="utf-8"))
+    assert stats["steps"]["phase1_restricted_vocab"] == 6 and stats["steps"]["phase2_full_vocab"] == 3
+    assert stats["copy_steps_taken"] == 4 and stats["history"] is None and stats["lineage"] == []
+    assert stats["command"].startswith("python -m training.train --d-model 16")
+    assert {"config.json", "vocab.json", "merges.txt", "model.safetensors"} <= {p.name for p in straight.iterdir()}
+    weights = _weights(straight)
+    assert all(w.dtype == torch.float16 for w in weights.values())  # stored in float16 (the size limit)
+    assert max(w.shape[0] for w in weights.values() if w.dim() == 2) == 50257  # GPT-2's full vocabulary
+
+    def stop(run):
+        raise KeyboardInterrupt  # stopped after phase 1: its last checkpoint stays behind
+    monkeypatch.setattr(cli.phases, "phase2", stop)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main([*TINY, "--out", str(tmp_path / "never"), "--checkpoint", str(tmp_path / "ck2")])
+    assert json.loads((tmp_path / "ck2" / "state.json").read_text())["phase"] == 1
+    monkeypatch.undo()
+    monkeypatch.setattr(corpora, "corpus_tokens", lambda tok, path=None: _fake_corpus())
+    resumed = tmp_path / "resumed"
+    cli.main([*TINY, "--out", str(resumed), "--checkpoint", str(tmp_path / "ck2"), "--resume"])
+    again = _weights(resumed)
+    assert weights.keys() == again.keys() and all(torch.equal(weights[k], again[k]) for k in weights)
+    history = json.loads((resumed / "training_stats.json").read_text(encoding="utf-8"))["history"]
+    assert [h["from_step"] for h in history] == ["the start", "phase 1, step 6"]  # the card lists both parts
+
+
+@pytest.mark.parametrize("values, named", [
+    ({"copy_share": 1.0}, "--copy-share 1.0: the share of phase 1's rows that are copy rows must be at least 0 and "
+                          "below 1 (e.g. 0.1)"),
+    ({"long_share": 1.5}, "--long-share 1.5: the share of phase 1 on full-context windows must be above 0"),
+    ({"warmup": 5000}, "--warmup 5000: between 1 and 2000 steps of phase 1 (e.g. 100)"),
+    ({"resume": True}, "--resume needs --steps"),
+    ({"guide": 1.0, "layers": 2, "guide_induction": (2, 0)}, "--guide-induction 2 0: this model has layers 0..1"),
+])
+def test_a_train_config_refuses_a_bad_value_naming_the_option_its_range_and_an_example(values, named):
+    with pytest.raises(options.OptionError) as refused:
+        options.TrainConfig(**values)
+    assert str(refused.value).startswith(named)
+
+
+def test_every_train_config_field_is_an_option_with_the_same_default():
+    import dataclasses
+
+    ap = options.parser("x")
+    defaults = vars(ap.parse_args([]))
+    fields = {f.name: f.default for f in dataclasses.fields(options.TrainConfig) if f.init}
+    assert defaults == fields and len(fields) == 44  # every option the single script had
+    cfg = options.TrainConfig.from_args(ap.parse_args(["--d-model", "64", "--steps", "5", "2", "--bf16"]))
+    assert (cfg.d_model, cfg.steps, cfg.bf16, cfg.mix) == (64, (5, 2), True, 0.5)
+
+
+def test_opencc_is_the_trainings_requirement_not_a_learners():
+    """A learner installs requirements.txt; OpenCC (the Tang poems' conversion) is training's, and the suite's through
+    requirements-dev.txt, which tests/run.sh installs."""
+    def lines(name: str) -> list[str]:
+        return [line.split("#")[0].strip() for line in (ROOT / name).read_text().splitlines()
+                if line.split("#")[0].strip()]
+    assert not [line for line in lines("requirements.txt") if line.lower().startswith("opencc")]
+    assert lines("training/requirements.txt") == ["opencc==1.1.9"]
+    assert lines("requirements-dev.txt") == ["-r requirements.txt", "-r training/requirements.txt"]
+    assert "python install.py -q --no-compile --dev" in (ROOT / "tests" / "run.sh").read_text()
+
+
+def test_docs_and_code_name_the_training_package_not_the_old_scripts():
+    """``data/train_tiny_gpt2.py`` and ``data/eval_bundled.py`` became ``training/``: only history names them (the
+    bundled model's card and stats quote the commands as run, and training/README.md and the card say where the
+    script went)."""
+    old = ("data/train_tiny_gpt2.py", "data/eval_bundled.py", "data/requirements-train.txt")
+    files = [ROOT / "README.md", ROOT / "README.zh.md", ROOT / "CONTRIBUTING.md", ROOT / "install.py",
+             ROOT / "tests" / "run.sh", ROOT / ".ci" / "run", *(ROOT / "docs").glob("*.md"),
+             *(ROOT / "lib").rglob("*.py"), *(ROOT / "training").glob("*.py"),
+             *(p for p in (ROOT / "tests").glob("*.py") if p.name != Path(__file__).name)]
+    history = {ROOT / "training" / "card.py"}  # the card's one sentence: "... now lives at training/train.py"
+    stale = [f"{p.relative_to(ROOT)}: {name}" for p in files if p.exists() and p not in history
+             for name in old if name in p.read_text(encoding="utf-8")]
+    assert not stale, f"the training scripts moved to training/ (python -m training.train): {stale}"
+    assert not any((ROOT / name).exists() for name in old)

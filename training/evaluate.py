@@ -1,4 +1,4 @@
-"""Measure the bundled model on its stored weights and write its card: ``python data/eval_bundled.py``.
+"""Measure the bundled model on its stored weights and write its card: ``python -m training.evaluate``.
 
 Prints, and stores in ``<model>/eval.json`` and the card ``<model>/README.md``, every measure the course relies on:
 
@@ -15,46 +15,38 @@ Prints, and stores in ``<model>/eval.json`` and the card ``<model>/README.md``, 
 
 Options: ``--model DIR`` (default: the bundled folder), ``--no-card`` (print and store eval.json only),
 ``--card-only`` (rewrite the card from the stored eval.json).
-Needs the corpora of ``data/train_tiny_gpt2.py`` (fetched once with pip and npm) for the full held-out sets.
+Needs the corpora of ``training.corpus`` (fetched once with pip and npm) for the full held-out sets.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import platform
 import re
-import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 import torch
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "lib"))
+import inferlab as il
+from inferlab import heads
+from inferlab.paths import BUNDLED_DIR, heldout_text
 
-import inferlab as il  # noqa: E402
-from inferlab import heads  # noqa: E402
-from inferlab.paths import BUNDLED_DIR, heldout_text  # noqa: E402
+from . import corpus
+from .card import model_card
+from .loop import heldout_loss
 
-TANG_EXCERPT = HERE / "heldout_tang_excerpt.txt"  # held-out poems, committed (the test reads them)
-EN_EXCERPT = HERE / "heldout_excerpt.txt"  # Julius Caesar (held out), committed
+TANG_EXCERPT = corpus.DATA / "heldout_tang_excerpt.txt"  # held-out poems, committed (the test reads them)
+EN_EXCERPT = corpus.DATA / "heldout_excerpt.txt"  # Julius Caesar (held out), committed
 PROMPT_03 = "ROMEO: But soft, what light through yonder window breaks? It is the east, and Juliet is the sun."
 REPEAT_LEN, POOL_SIZE = 20, 200  # notebook 03's settings on a CPU
 ZH_PROMPTS = ("床前明月光，", "春眠不觉晓，", "静夜思\n李白\n床前明月光，疑是地上霜。", "什么是量子计算")
 EN_PROMPTS = ("To be, or not to be", "ROMEO.", "The king is dead, and")
 SEEDS = range(5)
 HAN = re.compile(r"[\u4e00-\u9fff]")
-
-
-def training_module():
-    spec = importlib.util.spec_from_file_location("train_tiny_gpt2", HERE / "train_tiny_gpt2.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def text_loss(m: il.Model, text: str, max_tokens: int | None = None) -> tuple[float, int]:
@@ -82,19 +74,19 @@ def excerpt_losses(m: il.Model) -> dict:
             "tang_excerpt_nats_per_character": round(zh * zh_n / chars, 4)}
 
 
-def full_heldout(m: il.Model, train) -> tuple[dict, Counter]:
+def full_heldout(m: il.Model) -> tuple[dict, Counter]:
     """Both full held-out sets, as the training script measures them; and the training poems' character counts."""
-    tok = train.gpt2_tokenizer()
+    tok = corpus.gpt2_tokenizer()
     hf = m.transformers_module()
-    _, en_held = train.tokenize_split(tok)
-    en_chars = sum(len(p.read_text(encoding="utf-8")) + 1 for p in train.corpus_files()
-                   if p.name.removesuffix("_gut.txt") in train.HELD_OUT)
-    texts = train.poem_texts()
-    zh_train_texts, zh_held_texts = train.split_poems(texts)
-    zh_held = train.join_tokens(tok, zh_held_texts)
+    _, en_held = corpus.tokenize_split(tok)
+    en_chars = sum(len(p.read_text(encoding="utf-8")) + 1 for p in corpus.corpus_files()
+                   if p.name.removesuffix("_gut.txt") in corpus.HELD_OUT)
+    texts = corpus.poem_texts()
+    zh_train_texts, zh_held_texts = corpus.split_poems(texts)
+    zh_held = corpus.join_tokens(tok, zh_held_texts)
     zh_chars = sum(len(t) + 1 for t in zh_held_texts)
-    en = train.heldout_loss(hf, en_held, m.info.n_ctx)
-    zh = train.heldout_loss(hf, zh_held, m.info.n_ctx)
+    en = heldout_loss(hf, en_held, m.info.n_ctx)
+    zh = heldout_loss(hf, zh_held, m.info.n_ctx)
     hf.eval()  # heldout_loss leaves the model in training mode (the training loop's state)
     counts = Counter(ch for t in zh_train_texts for ch in t if HAN.match(ch))
     return ({"english_nats_per_token": round(en, 4),
@@ -157,38 +149,37 @@ def samples(m: il.Model, common: set[str] | None) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m training.evaluate", description=__doc__.split("\n")[0])
     ap.add_argument("--model", type=Path, default=BUNDLED_DIR)
     ap.add_argument("--no-card", action="store_true")
     ap.add_argument("--card-only", action="store_true",
                     help="rewrite the card from the stored eval.json, measure nothing")
     args = ap.parse_args()
     if args.card_only:
-        write_card(args.model, training_module(), json.loads((args.model / "eval.json").read_text(encoding="utf-8")))
+        write_card(args.model, json.loads((args.model / "eval.json").read_text(encoding="utf-8")))
         return
     t0 = time.time()
     torch.manual_seed(0)
     m = il.load(str(args.model))
-    train = training_module()
     result: dict = {"model": args.model.name, "excerpts": excerpt_losses(m)}
-    result["heldout"], counts = full_heldout(m, train)
+    result["heldout"], counts = full_heldout(m)
     common = {c for c, _ in counts.most_common(3000)}
     result["heads"] = head_measures(m)
     result["samples"] = samples(m, common)
     result["size_on_disk_bytes"] = sum(p.stat().st_size for p in args.model.iterdir() if p.is_file())
     where = "" if args.model == BUNDLED_DIR else f" --model {args.model}"
-    result["eval"] = {"command": "python data/eval_bundled.py" + where,
+    result["eval"] = {"command": "python -m training.evaluate" + where,
                       "seconds": round(time.time() - t0, 1), "machine": f"{platform.machine()}, {os.cpu_count()} cores",
                       "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
     (args.model / "eval.json").write_text(json.dumps(result, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     print(summary(result))
     if not args.no_card:
-        write_card(args.model, train, result)
+        write_card(args.model, result)
 
 
-def write_card(folder: Path, train, result: dict) -> None:
+def write_card(folder: Path, result: dict) -> None:
     stats = json.loads((folder / "training_stats.json").read_text(encoding="utf-8"))
-    (folder / "README.md").write_text(train.model_card(stats, result), encoding="utf-8")
+    (folder / "README.md").write_text(model_card(stats, result), encoding="utf-8")
 
 
 def summary(r: dict) -> str:
