@@ -65,7 +65,7 @@ def evil_loads(tmp_path_factory) -> dict[str, tuple[bool, str]]:
 
 @pytest.mark.parametrize("name", list(EVIL_CONFIGS))
 def test_a_model_folder_never_runs_its_code(evil_loads, name):
-    """README: 'remote code is never run'. Even answering "y" on standard input must not run it."""
+    """docs/INSTALL.md: 'remote code is never run'. Even answering "y" on standard input must not run it."""
     ran, printed = evil_loads[name]
     assert not ran, "the model folder's Python code was imported"
     assert "REFUSED" in printed and "never runs code from a model folder" in printed, printed
