@@ -117,6 +117,8 @@ class LayerByHand:
         return tr("LayerByHand(layer {layer}, scale {scale:.4f})", layer=self.layer, scale=self.scale) + "\n" + rows
 
 
+# Copied from transformers' GPT2Block.forward, step by step for teaching: the same arithmetic as
+# fast.decoder.FastDecoder._block and serve.paged's _block; tests/test_attention.py checks it against the model.
 def layer_by_hand(model: Model, x_in: torch.Tensor, layer: int) -> LayerByHand:
     """Run block ``layer`` step by step on ``x_in`` ``[tokens, d_model]`` (the residual entering it), in fp32.
 

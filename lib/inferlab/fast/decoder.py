@@ -129,6 +129,8 @@ class FastDecoder:
                   chosen=chosen)
 
     # ------------------------------------------------------------------ the arithmetic
+    # Copied from transformers' GPT2Block.forward (ln_1, c_attn, attention, c_proj, ln_2, MLP): the same arithmetic
+    # as attention.layer_by_hand and serve.paged's _block; tests/test_fast.py checks it against the model's logits.
     def _block(self, i: int, x: torch.Tensor, pos, n: int | None, mask,
                prompt: PromptScratch | None = None) -> torch.Tensor:
         """One block on ``x`` ``[batch, tokens, d_model]`` (updated in place: the residual stream); writes K, V at

@@ -110,8 +110,9 @@ class PagedKV:
                 return layouts.linear_packed(h, self.head_packed, None, rows=self.packed["head"])
             return F.linear(h, self.head)  # [segments wanting logits, vocab]
 
-    # Same arithmetic as ``fast.decoder.FastDecoder._block`` and ``attention.layer_by_hand`` (Hugging Face's
-    # ``GPT2Block``), on every request's tokens at once: only the attention (``_AttentionPlan``) keeps them apart.
+    # Copied from transformers' GPT2Block.forward: the same arithmetic as fast.decoder.FastDecoder._block and
+    # attention.layer_by_hand, on every request's tokens at once; only the attention (_AttentionPlan) keeps them
+    # apart. tests/test_serve.py checks its logits against prefill's.
     def _block(self, i: int, w: layouts.BlockWeights, x: torch.Tensor, write: torch.Tensor,
                plan: _AttentionPlan) -> torch.Tensor:
         """GPT-2's block on ``x`` ``[tokens, d_model]``: its keys and values written to the slots ``write``."""
