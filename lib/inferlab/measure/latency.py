@@ -24,7 +24,7 @@ import torch
 from .. import gate, hub, scale
 from ..cost import Shape, flops_per_token
 from ..engine import decode_step, generate, prefill
-from ..errors import bad_value, check_number
+from ..errors import bad_value, check_number, one_line
 from ..i18n import tr
 from ..models import Model, load
 from ..timing import Latency, Summary, interleave, summarize, time_call
@@ -214,7 +214,7 @@ def load_variant(model: Model, *, dtype=None, device=None) -> tuple[Model | None
         variant = load(ref, device=device or info.device, dtype=dtype or info.dtype, verbose=False, **blocks)
         generate(variant, "Hello", 2, stop_at_eos=False)
     except Exception as exc:  # any failure means "not supported here": say why instead of raising
-        return None, f"{type(exc).__name__}: {str(exc)[:160]}"
+        return None, one_line(exc, 160)
     return variant, tr("{name} as {dtype} on {device}", name=info.name,
                        dtype=str(variant.info.dtype).removeprefix("torch."), device=variant.info.device)
 

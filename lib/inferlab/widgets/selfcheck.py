@@ -22,7 +22,7 @@ from pathlib import Path
 
 import ipywidgets as w
 
-from ..errors import bad_value
+from ..errors import bad_value, one_line
 from ..i18n import DEFAULT, language, tr
 from ..paths import REPO
 from . import message, titled
@@ -92,7 +92,7 @@ def load_questions(notebook: str, folder: Path | None = None) -> list[Question]:
                 for i, q in enumerate(raw["questions"])]
     except (ValueError, KeyError, TypeError, AttributeError, RecursionError) as e:  # a hand-made folder's file
         raise ValueError(tr("{path} is not a self-check file ({error}). Fix: give it the structure of {example}.",
-                            path=path, error=f"{type(e).__name__}: {str(e)[:80]}",
+                            path=path, error=one_line(e, 80),
                             example=QUESTIONS_DIR / "00.json")) from None
 
 
