@@ -217,7 +217,7 @@ class FastDecoder:
         if not self._onednn or self.head_packed is not None:
             return self.logits_head(h)
         if self._head_many is None:
-            self._head_many = torch.ops.mkldnn._reorder_linear_weight(self.head, VERIFY_ROWS)
+            self._head_many = pack(self.head, VERIFY_ROWS)  # the one packer
         return linear_onednn(h, self._head_many, None)
 
     def crop(self, tokens: int) -> None:
