@@ -88,8 +88,8 @@ class Iteration:
     emitted: tuple[tuple[int, int], ...] = ()  # (request id, the token it was given) for each request at its end
 
     def __repr__(self) -> str:
-        return tr("Iteration(#{index}: {n} requests, {prefill} prefill + {decode} decode tokens, {blocks} KV blocks in "
-                  "use, {ms:.1f} ms)", index=self.index, n=len(self.requests), prefill=self.prefill_tokens,
+        return tr("Iteration(#{index}: {n} running | tokens: {prefill} prefill + {decode} decode | KV blocks in use: "
+                  "{blocks} | {ms:.1f} ms)", index=self.index, n=len(self.requests), prefill=self.prefill_tokens,
                   decode=self.decode_tokens, blocks=self.used_blocks, ms=(self.end - self.start) * 1e3)
 
 
