@@ -26,10 +26,8 @@ same process one after the other) and scores them against the target:
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
 
 from ..models import Model
-from ..plain import plain
 from ..serve.sizes import BenchSizes
 from ..timing import percentile
 from .serve_runs import (
@@ -43,23 +41,7 @@ from .serve_runs import (
     peer_runs,
     prefix_runs,
 )
-from .targets import TargetRow, ratio_row, target_table
-
-
-@dataclass(frozen=True)
-class ServeBench:
-    """Every row, and the model the timings ran on."""
-
-    model: str
-    rows: tuple[TargetRow, ...]
-
-    def table(self) -> str:
-        """The rows as a fixed-width text table, each row's numbers below it."""
-        return target_table(f"inferlab.serve targets on {self.model}", self.rows)
-
-    def to_dict(self) -> dict:
-        """Plain-Python form (JSON-ready)."""
-        return plain(self)
+from .targets import TargetRow, Targets, ratio_row
 
 
 def _ms(seconds: float) -> str:
@@ -173,7 +155,7 @@ ROWS = {"throughput": throughput_row, "generate_batch": peer_row, "paged": fit_r
 
 
 def serve_bench(model: Model, reference: Model, sizes: BenchSizes | None = None, *, rows=tuple(ROWS),
-                log=print) -> ServeBench:
+                log=print) -> Targets:
     """Measure every row: the timings on ``model`` (GPT-2's shape), token equality on ``reference`` (the bundled
     model). ``rows``: which timed rows (the equality row always runs: it is seconds)."""
     sizes = sizes or BenchSizes()
@@ -185,4 +167,5 @@ def serve_bench(model: Model, reference: Model, sizes: BenchSizes | None = None,
     out.append(equality_row(reference))
     log("  the same on random weights, divergences and their logit margins ...")
     out.append(divergence_row(model))
-    return ServeBench(f"{model.info.name} ({model.info.n_layer} blocks, {model.info.source})", tuple(out))
+    return Targets(f"inferlab.serve targets on {model.info.name} ({model.info.n_layer} blocks, {model.info.source})",
+                   tuple(out))

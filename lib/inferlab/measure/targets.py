@@ -1,6 +1,7 @@
 """A benchmark target as one row: what is measured, the target, the measured value, PASS or FAIL, and the numbers
 behind it. The serving benchmark (``measure.serving_targets``), the decode-step floor (``measure.step_floor``) and
-speculative decoding's targets (``speculative.targets``) all score with it, and print with ``target_table``.
+speculative decoding's targets (``speculative.targets``) all score with it, print with ``target_table`` and return
+their rows as one ``Targets``.
 
     >>> print(target_table("t", [ratio_row("a ratio", 1.5, at_least=2.0, detail="why")]))
     t
@@ -13,6 +14,8 @@ speculative decoding's targets (``speculative.targets``) all score with it, and 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from ..plain import plain
 
 
 @dataclass(frozen=True)
@@ -48,3 +51,19 @@ def target_table(title: str, rows) -> str:
                  else f"{r.value:.3g}")
         lines += [f"{r.measure:<72}{r.target:>10}{value:>11}  {'PASS' if r.passed else 'FAIL'}", f"    {r.detail}"]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class Targets:
+    """A benchmark's rows under its title (which names the models they ran on)."""
+
+    title: str
+    rows: tuple[TargetRow, ...]
+
+    def table(self) -> str:
+        """The rows as a fixed-width text table, each row's numbers below it."""
+        return target_table(self.title, self.rows)
+
+    def to_dict(self) -> dict:
+        """Plain-Python form (JSON-ready)."""
+        return plain(self)

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from dataclasses import dataclass
 
 from ..engine import generate as plain_generate
-from ..measure.targets import TargetRow, target_table
+from ..measure.targets import TargetRow, Targets
 from ..measure.targets import ratio_row as _ratio_row
 from ..models import Model
 from .bench import (
@@ -33,20 +32,6 @@ from .bench import (
 from .cost import verify_cost
 from .drafts import first_layers
 from .loop import generate
-
-
-@dataclass(frozen=True)
-class Targets:
-    """Every row, and the models they ran on."""
-
-    title: str
-    rows: tuple[TargetRow, ...]
-
-    def table(self) -> str:
-        return target_table(self.title, self.rows)
-
-    def to_dict(self) -> dict:
-        return {"title": self.title, "rows": [dataclasses.asdict(r) for r in self.rows]}
 
 
 def equality_row(model: Model, new_tokens: int = 40) -> TargetRow:
