@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from links import relative_links
+
 ROOT = Path(__file__).resolve().parents[1]
-_MD_LINK = re.compile(r"\]\(([^)\s]+)\)|href=\"([^\"]+)\"")
-_EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
 _CODE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
 
 
@@ -27,13 +27,7 @@ def _broken_links(pages: list[Path], root: Path = ROOT) -> list[str]:
     Markdown file does not have."""
     broken = []
     for page in pages:
-        for m in _MD_LINK.finditer(_CODE.sub("", page.read_text(encoding="utf-8"))):
-            href = m.group(1) or m.group(2)
-            if _EXTERNAL.match(href):
-                continue
-            target, _, anchor = href.partition("#")
-            resolved = (page.parent / target).resolve() if target else page
-            where = f"{page.relative_to(root)}: {href}"
+        for where, resolved, anchor in relative_links(page, _CODE.sub("", page.read_text(encoding="utf-8")), root):
             if not resolved.is_relative_to(root.resolve()) or not resolved.exists():
                 broken.append(f"{where} (no such file)")
             elif anchor and resolved.suffix == ".md" and anchor not in _github_anchors(resolved):

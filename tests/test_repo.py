@@ -11,6 +11,7 @@ from importlib.metadata import packages_distributions
 from pathlib import Path
 
 import pytest
+from links import relative_links
 from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,8 +125,6 @@ def test_both_glossaries_have_the_same_anchors():
 
 
 # ------------------------------------------------------------------ links, resolved as JupyterLab serves them
-_MD_LINK = re.compile(r"\]\(([^)\s]+)\)|href=\"([^\"]+)\"")
-_EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.I)
 
 
 def _texts(path: Path) -> list[str]:
@@ -160,13 +159,7 @@ def _broken_links(served: Path) -> list[str]:
     broken = []
     for page in _course_pages():
         for text in _texts(page):
-            for m in _MD_LINK.finditer(text):
-                href = m.group(1) or m.group(2)
-                if _EXTERNAL.match(href):
-                    continue
-                target, _, anchor = href.partition("#")
-                resolved = (page.parent / target).resolve() if target else page
-                where = f"{page.relative_to(ROOT)}: {href}"
+            for where, resolved, anchor in relative_links(page, text, ROOT):
                 if not resolved.is_relative_to(served.resolve()):
                     broken.append(f"{where} (outside {served.relative_to(ROOT)}/, which JupyterLab serves)")
                 elif not resolved.is_file():
