@@ -254,7 +254,7 @@ def test_a_padded_plan_steps_the_unpadded_logits(model, monkeypatch):
         pytest.skip("this PyTorch cannot pre-pack weights for oneDNN")
     logits = {}
     for name, plan in {"unpadded": RowPlan.unpadded(1), "padded": RowPlan(dict.fromkeys(PRODUCTS, 8))}.items():
-        monkeypatch.setattr(fast_decoder, "packed_rows", lambda model, batch, plan=plan: plan)
+        monkeypatch.setattr(fast_decoder, "packed_rows", lambda model, batch, step=None, plan=plan: plan)
         dec = fast.FastDecoder(model, 24, weights="packed")
         assert dec.rows_plan == plan
         steps = [dec.prefill([[model.eos_id] * 5])]
@@ -304,6 +304,55 @@ def test_the_plan_is_remembered_per_machine_and_batch(model, monkeypatch, tmp_pa
     assert fast_rows.packed_rows(model, batch=1).rows == dict.fromkeys(PRODUCTS, 2)
     with pytest.raises(AssertionError, match="must not be measured"):
         fast_rows.packed_rows(model, batch=4)  # another batch is another measurement
+
+
+def fake_step_times(times: dict[str, float]):
+    def timings(runs, device=None, rounds=None):
+        return {k: times[k] for k in runs}
+    return timings
+
+
+@pytest.mark.parametrize("times, batch, plan, want", [
+    # the per-product plan lost to "every product at four" on whole steps: a batch-1 step runs batch 4's kernels
+    ({"all 1": 1.0, "all 2": 0.99, "all 4": 0.8, "all 8": 0.9, "per product": 0.85}, 1, {"qkv": 8}, "all 4"),
+    ({"all 1": 1.0, "all 2": 0.99, "all 4": 1.1, "all 8": 1.2, "per product": 0.98}, 1, {"qkv": 8}, "all 1"),  # noise
+    ({"all 1": 1.0, "all 2": 0.99, "all 4": 0.9, "all 8": 0.95, "per product": 0.7}, 1, {"qkv": 8}, "per product"),
+    ({"all 2": 1.0, "all 4": 0.9, "all 8": 1.3}, 2, {}, "all 4"),  # the product plan is "all 4": timed once
+    ({"all 8": 1.0}, 8, {}, "all 8"),
+])
+def test_whole_steps_decide_between_the_product_plan_and_uniform_ones(monkeypatch, times, batch, plan, want):
+    per_product = RowPlan({**dict.fromkeys(PRODUCTS, 4 if batch == 2 else batch), **plan})
+    monkeypatch.setattr(fast_choice, "time_candidates", fake_step_times(times))
+    got, measured = fast_rows.choose_by_steps(per_product, batch, step=lambda p: None)
+    assert set(measured) == set(times) and set(fast_rows.step_candidates(per_product, batch)) == set(times)
+    assert got == (per_product if want == "per product" else RowPlan.uniform(int(want.split()[1])))
+
+
+@pytest.mark.skipif(not onednn_packing(), reason="this PyTorch cannot pre-pack weights for oneDNN")
+def test_a_packed_decoder_takes_the_plan_its_own_whole_steps_chose(model, monkeypatch, tmp_path):
+    monkeypatch.setenv("INFERLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(fast_choice, "_MEMORY", {})
+    monkeypatch.setattr(fast_rows, "measure_rows", lambda model, batch: (RowPlan.unpadded(batch), {}))
+    stepped = []
+
+    def timings(runs, device=None, rounds=None):
+        out = {}
+        for name, run in runs.items():
+            run()  # a real step of the decoder under that plan
+            stepped.append(name)
+            out[name] = 0.5 if name == "all 4" else 1.0
+        return out
+
+    monkeypatch.setattr(fast_choice, "time_candidates", timings)
+    dec = fast.FastDecoder(model, 24, weights="packed")
+    assert stepped == ["all 1", "all 2", "all 4", "all 8"]
+    assert dec.rows_plan == RowPlan.uniform(4) and dec.tokens == 0
+    assert all(p.pad_rows == 4 for b in dec.blocks for p in (b.qkv, b.proj, b.fc, b.out))
+    key = fast_choice.cache_key(model, batch=1, compile=False, what="packed rows by step")
+    stored = json.loads((tmp_path / "fast_choice.json").read_text())[key]
+    assert stored["rows"] == dict.fromkeys(PRODUCTS, 4) and stored["whole_step_s"]["all 4"] == 0.5
+    want = il.generate(model, "ROMEO.", max_new_tokens=6).generated_ids
+    assert dec.generate("ROMEO.", max_new_tokens=6).generated_ids == want
 
 
 def test_weights_are_packed_for_at_least_two_rows_whatever_the_padding(monkeypatch):

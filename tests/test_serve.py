@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import inferlab as il
-from inferlab.fast.layouts import onednn_packing, resolve_weights
+from inferlab.fast import layouts
+from inferlab.fast.layouts import RowPlan, onednn_packing, resolve_weights
 from inferlab.serve import BlockPool, Request, padded, paged, request, run, workload
 from inferlab.serve.paged import PagedKV, Segment
 
@@ -283,6 +284,28 @@ def test_paged_forward_matches_prefill_logits(model, weights):
     assert got.shape == (2, model.info.vocab_size)
     torch.testing.assert_close(got[0], il.prefill(model, [*b, 7])[0][0], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(got[1], il.prefill(model, a)[0][0], rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not onednn_packing(), reason="this PyTorch cannot pack weights for oneDNN")
+def test_a_few_rows_padded_to_their_plan_give_the_unpadded_logits(model, monkeypatch):
+    """serve pads an iteration's T rows to the plan of T rows (``PagedKV.rows``); every padded count must give each
+    row the logits it has unpadded, at every T the plans cover."""
+    ids = model.encode("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer")
+    kv = PagedKV(model, 8 * 6, 4)
+    assert sorted(kv.plans) == list(range(1, 8)) and kv.rows(9) == RowPlan.unpadded(9)
+    tables = [tuple(range(i * 6, (i + 1) * 6)) for i in range(7)]
+    kv.forward([Segment(tuple(ids[:5 + i]), 0, t, False) for i, t in enumerate(tables)])
+    logits, seen = {}, []
+    product = layouts.linear_onednn
+    monkeypatch.setattr(layouts, "linear_onednn", lambda x, *a, **k: seen.append(len(x)) or product(x, *a, **k))
+    for name, plans in {"unpadded": {}, "padded": {t: RowPlan.uniform(8) for t in range(1, 8)}}.items():
+        kv.plans, seen[:] = plans, []
+        logits[name] = [kv.forward([Segment((ids[5 + i],), 5 + i, tables[i], True) for i in range(t)])
+                        for t in range(1, 8)]
+        assert set(seen) == ({8} if plans else set(range(1, 8)))  # every product, the head too, at its plan's rows
+    for t, (a, b) in enumerate(zip(logits["unpadded"], logits["padded"], strict=True), start=1):
+        assert a.shape == (t, model.info.vocab_size)
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
 
 
 def test_decodes_of_very_different_lengths_attend_in_two_groups_and_match_prefill(model):

@@ -129,7 +129,7 @@ def cache_file() -> Path:
     return kept.path(CACHE_NAME)
 
 
-LAYOUTS_VERSION = 2  # bumped when a layout changes how fast it runs: choices measured before are measured again
+LAYOUTS_VERSION = 3  # bumped when a layout changes how fast it runs: choices measured before are measured again
 
 
 def cache_key(model, *, batch: int, compile: bool, what: str = "layout") -> str:

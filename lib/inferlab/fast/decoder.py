@@ -27,8 +27,18 @@ from ..sampling import SamplingConfig, draw
 from ..timing import clock
 from ..tokens import piece_text
 from ..trace import Trace
-from .choice import Choice, choose
-from .layouts import WEIGHTS, PromptScratch, RowPlan, block_weights, linear_onednn, linear_packed, onednn_packing, pack
+from .choice import PROMPT_TOKENS, Choice, choose
+from .layouts import (
+    WEIGHTS,
+    PromptScratch,
+    RowPlan,
+    block_weights,
+    linear_onednn,
+    linear_packed,
+    onednn_packing,
+    pack,
+    replan,
+)
 from .rows import packed_rows
 
 VERIFY_ROWS = 8  # the rows a verify's packed head is packed for (any count runs; 2-9 rows ran in about one's time)
@@ -81,8 +91,8 @@ class FastDecoder:
                             "leave weights='auto'")
         self.weights = weights
         self._onednn = onednn
-        # "packed": each product packed for the rows it streams fastest at here, measured once per machine
-        self.rows_plan: RowPlan | None = packed_rows(model, batch=batch) if weights == "packed" else None
+        # "packed": packed once; the rows each product is padded to are measured below (``_measure_plan``)
+        self.rows_plan: RowPlan | None = RowPlan.unpadded(batch) if weights == "packed" else None
         self.blocks = block_weights(model, packed=self.rows_plan, rows=weights == "rows", onednn=onednn)
         self._gemv = weights == "rows" and batch == 1 and compile  # decode products as reductions (see fast.layouts)
         self.wte, self.wpe = _hf.embedding_tensors(model)  # [vocab, d_model], [n_ctx, d_model]
@@ -104,6 +114,27 @@ class FastDecoder:
         self.cuda_graph = (device.type == "cuda") if cuda_graph is None else cuda_graph
         self._static_step = torch.compile(self._step_fixed, fullgraph=True, dynamic=False) if compile else None
         self._graph = None
+        if self.rows_plan is not None:  # the rows each product streams fastest at here, measured once per machine
+            self._measure_plan()
+
+    def _measure_plan(self) -> None:
+        """Take the ``RowPlan`` ``fast.rows.packed_rows`` finds fastest here, checked on whole steps of this decoder
+        (a few cached positions, rewound before each step) where its cache has room for them."""
+        n = min(PROMPT_TOKENS, self.max_tokens - 1)
+
+        def step(plan: RowPlan) -> None:
+            if self.tokens == 0:
+                self.prefill([[self.model.eos_id] * n] * self.batch)
+            self._use_plan(plan)
+            self.tokens = n  # every timed step decodes at the same position
+            self.step([0] * self.batch)
+
+        self._use_plan(packed_rows(self.model, batch=self.batch, step=step if n >= 1 else None))
+        self.tokens = 0
+
+    def _use_plan(self, plan: RowPlan) -> None:
+        """Pad each packed product (and the head) to ``plan``'s rows, on the same packed weights."""
+        self.rows_plan, self.blocks = plan, replan(self.blocks, plan)
 
     @property
     def extra_bytes(self) -> int:

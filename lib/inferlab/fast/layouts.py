@@ -6,10 +6,10 @@ Each layout (``WEIGHTS``) keeps the model's own ``[in, out]`` tensors and adds a
 - ``"transposed"``: plus a ``[d_model, vocab]`` copy of the LM head (the decoder holds it, not a ``Proj``).
 - ``"packed"``: every matrix pre-packed for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``, what
   ``torch.compile`` does with frozen weights), each product on all cores, the GELU inside its product. Each
-  product is packed for the row count it streams fastest at on this machine (a ``RowPlan``, measured by
-  ``fast.choice.packed_rows``): fewer rows are padded to that count (copies of the last row) and the extra
-  results dropped, so a batch-1 step can run a product with oneDNN's four-row kernel when that one reads the
-  weights faster than its one-row kernel. Which count wins differs by product and by CPU (on a 2-core AMD EPYC,
+  product runs at the row count that streamed fastest on this machine (a ``RowPlan``, measured by
+  ``fast.rows.packed_rows``, on whole steps where a decoder runs them): fewer rows are padded to that count (copies
+  of the last row) and the extra results dropped, so a batch-1 step can run oneDNN's four-row kernels when they
+  read the weights faster than its one-row kernels. Which count wins differs by product and by CPU (on a 2-core AMD EPYC,
   GPT-2's shape, one morning: the QKV product 0.36 ms for one row, 0.28 ms padded to four), so it is measured,
   never assumed; where padding does not pay, the product runs its rows as they are. The weights themselves are
   packed for at least two rows (``pack``): packed for one, they ran a verify's or a server's several rows slower.
@@ -26,7 +26,7 @@ reused by every block (``PromptScratch``): the layouts are for one row at a time
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 import torch.nn.functional as F
@@ -123,6 +123,8 @@ def linear_packed(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None, gelu
     n = x.shape[0]
     if n >= rows:
         return linear_onednn(x, w, b, gelu)
+    if n == 1:  # one row repeated: a view oneDNN reads as it is (a copy of the row cost more than the product's rest)
+        return linear_onednn(x.expand(rows, -1), w, b, gelu)[:1]
     return linear_onednn(torch.cat([x, x[-1:].expand(rows - n, -1)]), w, b, gelu)[:n]
 
 
@@ -149,6 +151,11 @@ class RowPlan:
     @classmethod
     def unpadded(cls, batch: int) -> RowPlan:
         return cls(dict.fromkeys(PRODUCTS, batch))
+
+    @classmethod
+    def uniform(cls, rows: int) -> RowPlan:
+        """Every product at ``rows`` rows (a whole step on one kernel: what a batch of ``rows`` runs)."""
+        return cls(dict.fromkeys(PRODUCTS, rows))
 
     def __getitem__(self, product: str) -> int:
         return self.rows[product]
@@ -177,7 +184,8 @@ class Proj:
     pad_rows: int = 1  # ``packed`` products of fewer rows are padded to this many (``RowPlan``)
 
     def __call__(self, x: torch.Tensor, gelu: bool = False, gemv: bool = False,
-                 prompt: PromptScratch | None = None) -> torch.Tensor:
+                 prompt: PromptScratch | None = None, rows: int | None = None) -> torch.Tensor:
+        """``rows``: pad a packed product to this many rows instead of ``pad_rows`` (serve: its rows vary)."""
         if prompt is not None:  # many rows: a matrix-matrix product on the model's own layout (module doc)
             width = self.w.shape[1]
             y = torch.addmm(self.b, x, self.w, out=prompt.buffer(width))
@@ -191,7 +199,7 @@ class Proj:
                 y = F.linear(x, self.rows, self.b)
             return gelu_new(y) if gelu else y
         if self.packed is not None:
-            return linear_packed(x, self.packed, self.b, gelu, self.pad_rows)
+            return linear_packed(x, self.packed, self.b, gelu, self.pad_rows if rows is None else rows)
         y = torch.addmm(self.b, x, self.w)
         return gelu_new(y) if gelu else y
 
@@ -216,6 +224,17 @@ def check_plain_gpt2(model: Model) -> None:
         raise bad_value("model", model.info.name, "a GPT-2 as published (tanh GELU, 1/sqrt(head_dim) attention scale)",
                         "use inferlab.generate for this model: the fast path and serve's paged forward re-implement "
                         "GPT-2's published block, and this one changes it")
+
+
+def replan(blocks: list[BlockWeights], plan: RowPlan) -> list[BlockWeights]:
+    """The same blocks, the same packed tensors, with each product padded to ``plan``'s rows: oneDNN runs any row
+    count on a packed matrix (on the course's 2-core EPYC the layouts packed for 2 to 64 rows gave bitwise the same
+    products), so trying another plan on a whole step costs no new copy of the weights."""
+    def proj(p: Proj, name: str) -> Proj:
+        return replace(p, pad_rows=plan[name]) if p.packed is not None else p
+
+    return [replace(b, qkv=proj(b.qkv, "qkv"), proj=proj(b.proj, "attn_out"), fc=proj(b.fc, "fc"),
+                    out=proj(b.out, "mlp_out")) for b in blocks]
 
 
 def block_weights(model: Model, *, packed: RowPlan | None = None, rows: bool = False,

@@ -6,11 +6,19 @@ attention output, the wide MLP, the LM head) and by CPU, so ``measure_rows`` tim
 candidate count (``row_candidates``), and ``packed_rows`` keeps the plan beside the layout choices
 (``fast.choice``'s file, key ``what="packed rows"``). The ``"packed"`` layout of ``FastDecoder`` and ``serve``'s
 packed forward pack each product for its count and pad fewer rows to it (``layouts.linear_packed``).
+
+A product timed alone is not a step: the products of a step run one after another, each after a different matrix,
+and a few percent between two counts is within one product's noise. So where a decoder can run whole steps
+(``FastDecoder`` passes ``step``), the per-product plan is one candidate beside every *uniform* plan (each product
+at the same count: the kernels a batch of that many runs), all timed as whole decode steps, in interleaved rounds
+(``choose_by_steps``); the fastest is kept, and padding only where it beat the unpadded step by ``PAD_MARGIN``. A
+batch-1 step padded to four then runs the kernels of a batch-4 step, on one sequence's attention.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -28,10 +36,16 @@ ROUNDS = 7  # interleaved rounds per row count: a product takes milliseconds, an
 PAD_MARGIN = 0.97  # padding is kept only where it ran at most this fraction of the unpadded time (noise: not a win)
 
 
-def packed_rows(model, *, batch: int) -> RowPlan:
+STEP_ROUNDS = 7  # interleaved rounds of whole steps per candidate plan (``choose_by_steps``)
+
+
+def packed_rows(model, *, batch: int, step: Callable[[RowPlan], object] | None = None) -> RowPlan:
     """The rows each packed product runs fastest with here, for ``batch`` rows (a ``RowPlan``): remembered if it
-    was measured before (the cache file, key ``what="packed rows"``), else measured now by ``measure_rows``."""
-    key = choice.cache_key(model, batch=batch, compile=False, what="packed rows")
+    was measured before (the cache file, key ``what="packed rows"``, or ``"packed rows by step"`` with ``step``),
+    else measured now by ``measure_rows`` and, given ``step`` (one decode step run with a plan), checked against the
+    uniform plans on whole steps by ``choose_by_steps``."""
+    what = "packed rows" if step is None else "packed rows by step"
+    key = choice.cache_key(model, batch=batch, compile=False, what=what)
     entry = choice._MEMORY.get(key) or choice._read_file().get(key)
     try:
         rows = {p: int(entry["rows"][p]) for p in PRODUCTS}
@@ -41,10 +55,34 @@ def packed_rows(model, *, batch: int) -> RowPlan:
     except (TypeError, KeyError, ValueError):
         pass  # no entry, or one this version cannot read: measure again
     plan, times = measure_rows(model, batch=batch)
-    step_s = {p: {str(r): t for r, t in ts.items()} for p, ts in times.items()}
-    choice.remember(key, {"rows": plan.rows, "step_s": step_s,
+    entry = {"step_s": {p: {str(r): t for r, t in ts.items()} for p, ts in times.items()}}
+    if step is not None:
+        plan, entry["whole_step_s"] = choose_by_steps(plan, batch, step)
+    choice.remember(key, {"rows": plan.rows, **entry,
                           "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
     return plan
+
+
+def step_candidates(plan: RowPlan, batch: int) -> dict[str, RowPlan]:
+    """The plans ``choose_by_steps`` times: unpadded first, each uniform count above ``batch``, then ``plan`` (the
+    per-product one) where it is none of those."""
+    out = {f"all {r}": RowPlan.uniform(r) for r in row_candidates(batch)}
+    if plan not in out.values():
+        out["per product"] = plan
+    return out
+
+
+def choose_by_steps(plan: RowPlan, batch: int, step: Callable[[RowPlan], object]) -> tuple[RowPlan, dict[str, float]]:
+    """Time a whole decode step with each of ``step_candidates(plan, batch)`` (``STEP_ROUNDS`` interleaved rounds)
+    and keep the fastest, padded only where it ran at most ``PAD_MARGIN`` of the unpadded step.
+    Returns the plan and the seconds per step of every candidate (by name)."""
+    plans = step_candidates(plan, batch)
+    timed = choice.time_candidates({name: (lambda p=p: step(p)) for name, p in plans.items()}, rounds=STEP_ROUNDS)
+    measured = {k: v for k, v in timed.items() if isinstance(v, float)}
+    unpadded = measured.get(f"all {batch}", float("inf"))
+    fastest = min(measured, key=measured.get)
+    keep = fastest if measured[fastest] <= PAD_MARGIN * unpadded else f"all {batch}"
+    return plans[keep], measured
 
 
 def measure_rows(model, *, batch: int) -> tuple[RowPlan, dict[str, dict[int, float]]]:

@@ -17,14 +17,14 @@ ones padded to the longest short one: ``_split_by_length``); each prompt chunk t
 The arithmetic is Hugging Face's ``GPT2Block`` on the model's own tensors, and the products are the fast path's
 (``fast.layouts.block_weights``: one ``Proj`` per matrix, one packer). ``weights="model"`` runs them on the model's
 own ``[in, out]`` weights (``addmm``, the engine's products in the engine's order); ``"packed"`` on copies
-pre-packed for oneDNN, the fast path's ``"packed"`` layout (notebook 08), each product packed for the rows its
-batch-1 ``RowPlan`` found fastest, GELU inside the product; ``"auto"`` (the default) takes ``"packed"`` wherever
-oneDNN can pack the model's weights (float32 on most x86 CPUs; ``fast.layouts.resolve_weights``). Why it matters
-for serving: on the model's own layout a product of 2 to 16 rows streamed the weights far slower than one of 1 row,
-so batching bought little. GPT-2's paged decode step at batch 1, 2, 4, 8, 16 on a 2-core AMD EPYC (2 threads):
-47, 79, 79, 95, 231 ms on the model's layout; 19, 23, 23, 25, 37 ms packed. With greedy settings both give the
-tokens ``il.generate`` gives (``tests/test_serve.py`` runs both). Static batching's padding rows run through
-``forward`` too, in scratch blocks past the pool's (``serve.padded``).
+pre-packed for oneDNN, the fast path's ``"packed"`` layout (notebook 08), GELU inside the product, a product of a
+few rows padded to the count the ``RowPlan`` of that many rows found fastest; ``"auto"`` (the default) takes
+``"packed"`` wherever oneDNN can pack the model's weights (float32 on most x86 CPUs;
+``fast.layouts.resolve_weights``). Why it matters for serving: on the model's own layout a product of 2 to 16 rows
+streamed the weights far slower than one of 1 row, so batching bought little. GPT-2's paged decode step at batch 1,
+2, 4, 8, 16 on a 2-core AMD EPYC (2 threads): 47, 79, 79, 95, 231 ms on the model's layout; 19, 23, 23, 25, 37 ms
+packed. With greedy settings both give the tokens ``il.generate`` gives (``tests/test_serve.py`` runs both).
+Static batching's padding rows run through ``forward`` too, in scratch blocks past the pool's (``serve.padded``).
 """
 
 from __future__ import annotations
@@ -61,9 +61,12 @@ class PagedKV:
         self.model, self.num_blocks, self.block_size = model, num_blocks, block_size
         self.wte, self.wpe = _hf.embedding_tensors(model)  # [vocab, d_model], [n_ctx, d_model]
         self.weights = layouts.resolve_weights(weights, self.wte)
-        # "packed": each product packed for the rows it streams fastest at (batch 1's plan, measured once per
-        # machine); a decode iteration's rows vary, and fewer than a product's planned count are padded to it
-        self.packed = packed_rows(model, batch=1) if self.weights == "packed" else None
+        # "packed": an iteration's rows vary, so each product of T rows is padded to the count the plan of T rows
+        # found fastest (``fast.rows.packed_rows``, measured once per machine for every T under the largest
+        # ``layouts.ROW_COUNTS``; from there on the products run their rows as they are)
+        self.plans = ({t: packed_rows(model, batch=t) for t in range(1, layouts.ROW_COUNTS[-1])}
+                      if self.weights == "packed" else {})
+        self.packed = self.plans.get(1)
         self.blocks = layouts.block_weights(model, packed=self.packed)
         self.head = _hf.head_weight(model)  # [vocab, d_model]
         self.head_packed = layouts.pack(self.head, self.packed["head"]) if self.packed is not None else None
@@ -75,6 +78,10 @@ class PagedKV:
         shape = ((num_blocks + 1) * block_size, info.n_head, info.head_dim)
         self.k = [torch.zeros(shape, dtype=self.wte.dtype, device=self.wte.device) for _ in self.blocks]
         self.v = [torch.zeros_like(t) for t in self.k]
+
+    def rows(self, t: int) -> layouts.RowPlan:
+        """The rows each product of ``t`` rows runs with: its measured plan, else ``t`` itself (no padding)."""
+        return self.plans.get(t) or layouts.RowPlan.unpadded(t)
 
     @property
     def nbytes(self) -> int:
@@ -107,7 +114,7 @@ class PagedKV:
             norm = self.final_norm
             h = F.layer_norm(x.index_select(0, last), (self.d,), norm.weight, norm.bias, norm.eps)
             if self.head_packed is not None and len(h):  # (no segment may want logits: a chunk mid-prompt)
-                return layouts.linear_packed(h, self.head_packed, None, rows=self.packed["head"])
+                return layouts.linear_packed(h, self.head_packed, None, rows=self.rows(len(h))["head"])
             return F.linear(h, self.head)  # [segments wanting logits, vocab]
 
     # Copied from transformers' GPT2Block.forward: the same arithmetic as fast.decoder.FastDecoder._block and
@@ -117,15 +124,16 @@ class PagedKV:
                plan: _AttentionPlan) -> torch.Tensor:
         """GPT-2's block on ``x`` ``[tokens, d_model]``: its keys and values written to the slots ``write``."""
         T, d = x.shape
+        rows = self.rows(T)
         h = F.layer_norm(x, (d,), w.ln1_w, w.ln1_b, self.eps)
-        q, k, v = w.qkv(h).split(d, dim=1)  # each [tokens, d_model]
+        q, k, v = w.qkv(h, rows=rows["qkv"]).split(d, dim=1)  # each [tokens, d_model]
         q, k, v = (t.reshape(T, self.n_head, self.head_dim) for t in (q, k, v))  # [tokens, heads, head_dim]
         self.k[i].index_copy_(0, write, k)  # into the blocks first: a token attends to itself too
         self.v[i].index_copy_(0, write, v)
         a = plan.attend(q, self.k[i], self.v[i], self.scale)  # [tokens, heads, head_dim]
-        x = x + w.proj(a.reshape(T, d))
+        x = x + w.proj(a.reshape(T, d), rows=rows["attn_out"])
         h = F.layer_norm(x, (d,), w.ln2_w, w.ln2_b, self.eps)
-        return x + w.out(w.fc(h, gelu=True))
+        return x + w.out(w.fc(h, gelu=True, rows=rows["fc"]), rows=rows["mlp_out"])
 
 
 class _AttentionPlan:
