@@ -7,11 +7,11 @@ Each layout (``WEIGHTS``) keeps the model's own ``[in, out]`` tensors and adds a
 - ``"packed"``: every matrix pre-packed for oneDNN (``torch.ops.mkldnn._reorder_linear_weight``, what
   ``torch.compile`` does with frozen weights), each product on all cores, the GELU inside its product. Each
   product runs at the row count that streamed fastest on this machine (a ``RowPlan``, measured by
-  ``fast.rows.packed_rows``, on whole steps where a decoder runs them): fewer rows are padded to that count (copies
-  of the last row) and the extra results dropped, so a batch-1 step can run oneDNN's four-row kernels when they
-  read the weights faster than its one-row kernels. Which count wins differs by product and by CPU (on a 2-core AMD EPYC,
-  GPT-2's shape, one morning: the QKV product 0.36 ms for one row, 0.28 ms padded to four), so it is measured,
-  never assumed; where padding does not pay, the product runs its rows as they are. The weights themselves are
+  ``fast.rows.packed_rows``, on whole steps where a decoder runs them): fewer rows are padded to that count
+  (copies of the last row) and the extra results dropped, so a batch-1 step can run oneDNN's four-row kernels when
+  they read the weights faster than its one-row kernels. Which count wins differs by product and by CPU (on a 2-core
+  AMD EPYC, GPT-2's shape, one morning: the QKV product 0.36 ms for one row, 0.28 ms padded to four), so it is
+  measured, never assumed; where padding does not pay, the product runs its rows as they are. The weights themselves are
   packed for at least two rows (``pack``): packed for one, they ran a verify's or a server's several rows slower.
 - ``"rows"``: each block matrix as a plain ``[out, in]`` copy, for the compiled reductions ``(W * x).sum(-1)``.
 
