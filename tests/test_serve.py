@@ -292,7 +292,7 @@ def test_a_few_rows_padded_to_their_plan_give_the_unpadded_logits(model, monkeyp
     row the logits it has unpadded, at every T the plans cover."""
     ids = model.encode("To be, or not to be, that is the question: whether 'tis nobler in the mind to suffer")
     kv = PagedKV(model, 8 * 6, 4)
-    assert sorted(kv.plans) == list(range(1, 8)) and kv.rows(9) == RowPlan.unpadded(9)
+    assert sorted(kv.plans) == [1, 2, 3] and kv.rows(4) == RowPlan.unpadded(4)  # ROW_COUNTS: 1, 2, 4
     tables = [tuple(range(i * 6, (i + 1) * 6)) for i in range(7)]
     kv.forward([Segment(tuple(ids[:5 + i]), 0, t, False) for i, t in enumerate(tables)])
     logits, seen = {}, []

@@ -38,7 +38,10 @@ from ..models import Model
 
 WEIGHTS = ("packed", "rows", "transposed", "tied")
 PRODUCTS = ("qkv", "attn_out", "fc", "mlp_out", "head")  # a step's kinds of product, in the order it runs them
-ROW_COUNTS = (1, 2, 4, 8)  # the row counts a packed product is measured at (``fast.choice.packed_rows``)
+# the row counts a packed product is measured at (``fast.rows.packed_rows``). Eight rows lost every whole step and
+# nearly every product it was timed at on the course's 2-core EPYC (GPT-2's shape, 2026-12-07: batch-1 steps padded
+# to 8 took 26.9-31.9 ms against 21.8-25.3 padded to 4), and measuring it made each plan take half as long again
+ROW_COUNTS = (1, 2, 4)
 
 
 def gelu_new(x: torch.Tensor) -> torch.Tensor:

@@ -41,26 +41,40 @@ STEP_ROUNDS = 7  # interleaved rounds of whole steps per candidate plan (``choos
 
 def packed_rows(model, *, batch: int, step: Callable[[RowPlan], object] | None = None) -> RowPlan:
     """The rows each packed product runs fastest with here, for ``batch`` rows (a ``RowPlan``): remembered if it
-    was measured before (the cache file, key ``what="packed rows"``, or ``"packed rows by step"`` with ``step``),
-    else measured now by ``measure_rows`` and, given ``step`` (one decode step run with a plan), checked against the
-    uniform plans on whole steps by ``choose_by_steps``."""
-    what = "packed rows" if step is None else "packed rows by step"
+    was measured before (the cache file, key ``what="packed rows"``), else measured now by ``measure_rows``. Given
+    ``step`` (one decode step run with a plan), that plan is then checked against the uniform ones on whole steps by
+    ``choose_by_steps`` (remembered too, key ``what="packed rows by step"``)."""
+    plan = _remembered(model, batch, "packed rows")
+    if plan is None:
+        plan, times = measure_rows(model, batch=batch)
+        _remember(model, batch, "packed rows", plan,
+                  step_s={p: {str(r): t for r, t in ts.items()} for p, ts in times.items()})
+    if step is None:
+        return plan
+    by_step = _remembered(model, batch, "packed rows by step")
+    if by_step is None:
+        by_step, whole = choose_by_steps(plan, batch, step)
+        _remember(model, batch, "packed rows by step", by_step, whole_step_s=whole)
+    return by_step
+
+
+def _remembered(model, batch: int, what: str) -> RowPlan | None:
+    """The plan kept under ``what`` for ``batch`` rows, or ``None`` (none, or one this version cannot read)."""
     key = choice.cache_key(model, batch=batch, compile=False, what=what)
     entry = choice._MEMORY.get(key) or choice._read_file().get(key)
     try:
         rows = {p: int(entry["rows"][p]) for p in PRODUCTS}
-        if all(r >= batch for r in rows.values()):
-            choice._MEMORY[key] = entry
-            return RowPlan(rows)
     except (TypeError, KeyError, ValueError):
-        pass  # no entry, or one this version cannot read: measure again
-    plan, times = measure_rows(model, batch=batch)
-    entry = {"step_s": {p: {str(r): t for r, t in ts.items()} for p, ts in times.items()}}
-    if step is not None:
-        plan, entry["whole_step_s"] = choose_by_steps(plan, batch, step)
-    choice.remember(key, {"rows": plan.rows, **entry,
-                          "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
-    return plan
+        return None
+    if not all(r in row_candidates(batch) for r in rows.values()):
+        return None  # measured among other counts (an older version): measure again
+    choice._MEMORY[key] = entry
+    return RowPlan(rows)
+
+
+def _remember(model, batch: int, what: str, plan: RowPlan, **times) -> None:
+    choice.remember(choice.cache_key(model, batch=batch, compile=False, what=what),
+                    {"rows": plan.rows, **times, "measured_at": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())})
 
 
 def step_candidates(plan: RowPlan, batch: int) -> dict[str, RowPlan]:
