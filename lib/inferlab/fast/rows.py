@@ -5,7 +5,7 @@ row to four reads its matrix faster than the one-row product does. Which count w
 attention output, the wide MLP, the LM head) and by CPU, so ``measure_rows`` times each kind of product at each
 candidate count (``row_candidates``), and ``packed_rows`` keeps the plan beside the layout choices
 (``fast.choice``'s file, key ``what="packed rows"``). The ``"packed"`` layout of ``FastDecoder`` and ``serve``'s
-packed forward pack each product for its count and pad fewer rows to it (``layouts.linear_packed``).
+packed forward pad a product's fewer rows to its count (``layouts.linear_packed``), on weights packed once.
 
 A product timed alone is not a step: the products of a step run one after another, each after a different matrix,
 and a few percent between two counts is within one product's noise. So where a decoder can run whole steps
