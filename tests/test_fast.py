@@ -310,6 +310,14 @@ def test_the_plan_is_remembered_per_machine_and_batch(model, monkeypatch, tmp_pa
         fast_rows.packed_rows(model, batch=1)
 
 
+def test_a_timed_step_repeats_the_same_work(model):
+    # the layout choice, the row plans and measure.step_floor time step_again: each call must decode at one position
+    dec = fast.FastDecoder(model, 16, weights="tied")
+    dec.prefill([[model.eos_id] * 5])
+    first, second = dec.step_again(5), dec.step_again(5)
+    assert dec.tokens == 6 and torch.equal(first, second)
+
+
 def fake_step_times(times: dict[str, float]):
     def timings(runs, device=None, rounds=None):
         return {k: times[k] for k in runs}

@@ -215,11 +215,7 @@ def choose(model, build: Callable[[str, bool], object], *, batch: int, compile: 
     for dec in decoders.values():
         dec.prefill([[model.eos_id] * n] * batch)
 
-    def step(dec) -> None:
-        dec.tokens = n  # rewind: every timed step decodes at the same position
-        dec.step([0] * batch)
-
-    measured = time_candidates({k: (lambda d=d: step(d)) for k, d in decoders.items()}, device=model.device)
+    measured = time_candidates({k: (lambda d=d: d.step_again(n)) for k, d in decoders.items()}, device=model.device)
     times = {k: v for k, v in measured.items() if isinstance(v, float)}
     best = min(times, key=times.get)
     weights, compiled = next((w, c) for w, c in options if label(w, c) == best)

@@ -126,11 +126,16 @@ class FastDecoder:
             if self.tokens == 0:
                 self.prefill([[self.model.eos_id] * n] * self.batch)
             self._use_plan(plan)
-            self.tokens = n  # every timed step decodes at the same position
-            self.step([0] * self.batch)
+            self.step_again(n)
 
         self._use_plan(packed_rows(self.model, batch=self.batch, step=step if n >= 1 else None))
         self.tokens = 0
+
+    def step_again(self, position: int) -> torch.Tensor:
+        """Rewind to ``position`` and decode token 0 there for every sequence: the same work on every call, which is
+        what a timing repeats (the layout choice, the row plans, ``measure.step_floor``)."""
+        self.tokens = position
+        return self.step([0] * self.batch)
 
     def _use_plan(self, plan: RowPlan) -> None:
         """Pad each packed product (and the head) to ``plan``'s rows, on the same packed weights."""
