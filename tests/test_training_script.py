@@ -480,6 +480,15 @@ def test_the_bundled_models_card_is_what_its_stored_measurements_write():
         assert run["commit"] is None or f"git show {run['commit']}:" in card
 
 
+def test_the_card_says_the_model_does_not_copy_text_only_while_most_passages_fall_short():
+    short = {"tokens_copied": {"en 1": 0, "en 2": 30, "zh 1": 2, "zh 2": 0}, "aim": 24}
+    assert training.card.copied_text(short) == "English 0, 30; Chinese 2, 0 (notebook 10's aim: 24 on most)"
+    limit = training.card.copying_limit(short)
+    assert "but not text" in limit and "within 30 tokens" in limit
+    most = {"tokens_copied": {"en 1": 24, "en 2": 64, "zh 1": 2, "zh 2": 40}, "aim": 24}
+    assert training.card.copying_limit(most) == "" and training.card.copying_limit(None) == ""
+
+
 def test_a_passage_row_repeats_real_text_and_learns_only_its_second_copy():
     g = torch.Generator().manual_seed(0)
     text = [torch.arange(1000, 6000)]  # "text" whose ids never repeat by chance

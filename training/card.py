@@ -64,6 +64,26 @@ def places(stats: dict) -> str:
     return ", at random places"
 
 
+def copied_text(copy: dict) -> str:
+    """The card's cell for ``eval.json``'s ``copy_text``: the tokens copied from each passage, per language."""
+    by = {lang: [n for name, n in copy["tokens_copied"].items() if name.startswith(lang)] for lang in ("en", "zh")}
+    return (f"English {', '.join(map(str, by['en']))}; Chinese {', '.join(map(str, by['zh']))} "
+            f"(notebook 10's aim: {copy['aim']} on most)")
+
+
+def copying_limit(copy: dict | None) -> str:
+    """The Limits sentence on copying text, where most held-out passages were copied for fewer tokens than the aim."""
+    if copy is None:
+        return ""
+    counts = list(copy["tokens_copied"].values())
+    if sum(n >= copy["aim"] for n in counts) > len(counts) / 2:
+        return ""
+    return ("\nIt copies random tokens it has seen twice (the second copy above) but not text: given a passage it "
+            f"never trained on and\nthen its first line again, it strays within {max(counts)} tokens (Quality), so "
+            "prompt lookup (notebook 10)\nguesses well mostly where its answers loop. `training/README.md` "
+            "(\"Tried for issue 45\") says what stops it.")
+
+
 def model_card(stats: dict, ev: dict) -> str:
     """The model card: what it is, what it read, how it was made, and how good it is (``ev``: the results of
     ``training/evaluate.py`` on the stored weights)."""
@@ -101,6 +121,8 @@ def model_card(stats: dict, ev: dict) -> str:
         ("... with the top induction head switched off",
          f"second copy {rm['second_copy_top_induction_off']:.2f} nats/token "
          f"(+{rm['second_copy_top_induction_off'] - rm['second_copy']:.2f})"),
+        *([("a held-out passage given once, then its first line again (greedy): tokens reproduced before the first "
+            "that differs", copied_text(ev["copy_text"]))] if "copy_text" in ev else []),
         (f"Chinese samples (T 0.8, top-k 40, 5 seeds x {n_zh} prompts)",
          f"{zs['clauses_of_5_or_7_characters']} of {zs['clauses']} clauses have 5 or 7 characters; "
          f"{zs['common_share']:.0%} of characters among the 3,000 most frequent in the poems; "
@@ -115,6 +137,7 @@ def model_card(stats: dict, ev: dict) -> str:
         f"{'is' if hd['induction_is_fed_by_previous_token_head'] else 'is not'}\nin a later layer than a "
         "previous-token head.")
     size = f"{ev['size_on_disk_bytes'] / 1e6:.1f} MB"
+    copy_limit = copying_limit(ev.get("copy_text"))
     shaped = zs["clauses"] > 0 and zs["clauses_of_5_or_7_characters"] >= 0.5 * zs["clauses"]  # the eval decides
     zh_is = ("lines of a Tang poem's shape" if shaped else
              "strings of characters that seldom take a poem's shape (see Quality)")
@@ -283,5 +306,6 @@ five seeds in `eval.json`):
 ## Limits
 Tiny and narrow: it writes plausible-looking Shakespearean fragments and Chinese {zh_is}, not sense.
 A modern Chinese question (`什么是量子计算`) gets poem-like characters, not an answer. Its embedding space and
-attention heads are cruder than GPT-2's; the course says so wherever it matters. Use real GPT-2 when you can.
+attention heads are cruder than GPT-2's; the course says so wherever it matters. Use real GPT-2 when you can.\
+{copy_limit}
 """

@@ -9,6 +9,9 @@ Prints, and stores in ``<model>/eval.json`` and the card ``<model>/README.md``, 
   repeat length), each against the score evenly spread attention gets (chance);
 - the loss on random common tokens repeated twice (first copy, second copy), and what switching off the top
   induction head does to the second copy (03's ablation), on seed 0 (what 03 shows) and the mean of seeds 0-4;
+- whether it copies text its prompt holds: held-out passages (a Julius Caesar speech, a Tang poem) given once, then
+  their first line again, and how many tokens greedy decoding reproduces before it strays (notebook 10's measure,
+  ``inferlab.speculative.bench.copy_lengths``: prompt lookup pays on such copying);
 - samples in both languages at the settings the notebooks use (greedy, and temperature 0.8 with top-k 40), with
   how many of the Chinese characters are common ones (among the 3,000 most frequent in the training poems);
 - size on disk, and from ``training_stats.json``: the training commands, wall time and machine.
@@ -34,6 +37,7 @@ import torch
 import inferlab as il
 from inferlab import heads
 from inferlab.paths import BUNDLED_DIR, heldout_text
+from inferlab.speculative.bench import COPY_AT_LEAST, copy_lengths
 
 from . import corpus
 from .card import model_card
@@ -165,6 +169,7 @@ def main() -> None:
     result["heldout"], counts = full_heldout(m)
     common = {c for c, _ in counts.most_common(3000)}
     result["heads"] = head_measures(m)
+    result["copy_text"] = {"tokens_copied": copy_lengths(m), "aim": COPY_AT_LEAST}
     result["samples"] = samples(m, common)
     result["size_on_disk_bytes"] = sum(p.stat().st_size for p in args.model.iterdir() if p.is_file())
     where = "" if args.model == BUNDLED_DIR else f" --model {args.model}"
@@ -198,6 +203,8 @@ def summary(r: dict) -> str:
         f"repeated random common tokens (mean of {len(r['heads']['repeated'])} seeds): "
         f"first copy {rm['first_copy']:.2f}, second copy {rm['second_copy']:.2f}, "
         f"top induction head off {rm['second_copy_top_induction_off']:.2f} nats/token",
+        *([f"held-out passages given again (greedy): tokens copied {r['copy_text']['tokens_copied']}"]
+          if "copy_text" in r else []),
         *(f"{k} head: L{h[k]['layer']}H{h[k]['head']} {h[k]['score']:.3f} = {h[k]['x_chance']:.1f}x chance"
           for k in heads.HEAD_KINDS),
         f"size on disk: {r['size_on_disk_bytes'] / 1e6:.1f} MB; eval took {r['eval']['seconds']:.0f} s",
