@@ -1,8 +1,10 @@
 """The model card: ``model_card(stats, ev)`` writes the bundled model's ``README.md`` (what it is, what it read, how
 it was made, how good it is) from ``training_stats.json`` (this package's run) and ``eval.json``
 (``training/evaluate.py``'s measurements), with the helpers that read a run's lineage (``runs_before``,
-``earlier_run``, ``growth``, ``places``). ``tests/test_training_script.py`` checks that the stored card is exactly
-what its stored measurements write.
+``earlier_run``, ``growth``, ``places``) and turn a measurement into the card's words (``copied_text``,
+``copying_limit``). ``tests/test_training_script.py`` checks that the stored card is exactly what its stored
+measurements write. One piece (over 300 lines) on purpose: most of it is the card's one Markdown template, and each
+helper fills one of its places.
 """
 
 from __future__ import annotations
