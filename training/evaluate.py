@@ -9,9 +9,9 @@ Prints, and stores in ``<model>/eval.json`` and the card ``<model>/README.md``, 
   repeat length), each against the score evenly spread attention gets (chance);
 - the loss on random common tokens repeated twice (first copy, second copy), and what switching off the top
   induction head does to the second copy (03's ablation), on seed 0 (what 03 shows) and the mean of seeds 0-4;
-- whether it copies text its prompt holds: held-out passages (a Julius Caesar speech, a Tang poem) given once, then
-  their first line again, and how many tokens greedy decoding reproduces before it strays (notebook 10's measure,
-  ``inferlab.speculative.bench.copy_lengths``: prompt lookup pays on such copying);
+- whether it copies text its prompt holds: held-out passages (three Julius Caesar speeches, three Tang poems) given
+  once, then their first line again, and how many tokens greedy decoding reproduces before it strays (notebook 10's
+  measure, ``inferlab.speculative.bench.copy_lengths``: prompt lookup pays on such copying);
 - samples in both languages at the settings the notebooks use (greedy, and temperature 0.8 with top-k 40), with
   how many of the Chinese characters are common ones (among the 3,000 most frequent in the training poems);
 - size on disk, and from ``training_stats.json``: the training commands, wall time and machine.
