@@ -24,8 +24,9 @@ python -m inferlab.tools.notebook_tools check
 # timing cells 4x slower; two workers of one thread each took the suite from 16 to 10 minutes. A notebook (its
 # cells share one kernel) or a test file stays on one worker. The order is the conftest's (--no-loadscope-reorder;
 # xdist would sort files by their number of tests, which put the two browser files, a few tests each and 80 s each,
-# last, and one worker then ran its browser file for half a minute after the other had finished): the notebooks
-# from the longest down, then the browser files, then the other files, whose short ones fill in at the end.
+# last, and one worker then ran its browser file for half a minute after the other had finished): the English
+# notebooks, then the Chinese (each finds what its twin measured or compiled), then the browser files, then the other
+# files, whose short ones fill in at the end.
 # Only the timing cells' numbers change with the thread count, and no test reads them.
 cores=$(python -c "import os; print(len(os.sched_getaffinity(0)))")
 workers=${INFERLAB_TEST_WORKERS:-$(( cores < 4 ? cores : 4 ))}
