@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -36,6 +37,8 @@ def test_bundled_folder_is_complete_and_small():
     assert not any(n.endswith((".bin", ".pt", ".pth", ".pkl")) for n in names)
     size = sum(p.stat().st_size for p in BUNDLED_DIR.iterdir())
     assert size <= 25 * 10**6
+    # the card and eval.json state the folder's size, themselves included (training.evaluate writes until they agree)
+    assert json.loads((BUNDLED_DIR / "eval.json").read_text(encoding="utf-8"))["size_on_disk_bytes"] == size
 
 
 def test_bundled_model_writes_english_like_its_plays(model):
