@@ -72,8 +72,8 @@ def verify_row(shape_model: Model, repeats: int = 7) -> TargetRow:
 def copy_row(model: Model) -> TargetRow:
     lengths = copy_lengths(model)
     good = sum(n >= COPY_AT_LEAST for n in lengths.values())
-    return TargetRow(f"the bundled model copies held-out passages its prompt holds (>= {COPY_AT_LEAST} tokens)",
-                     f"> {len(lengths) // 2}", good, good > len(lengths) / 2,
+    return TargetRow(f"held-out passages (of {len(lengths)}) its prompt holds that the bundled model copies, "
+                     f">= {COPY_AT_LEAST} tokens", f"> {len(lengths) // 2}", good, good > len(lengths) / 2,
                      "tokens before the first divergence: " + ", ".join(f"{k} {v}" for k, v in lengths.items()))
 
 
