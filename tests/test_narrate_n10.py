@@ -97,3 +97,14 @@ def test_transformers_compares_both_and_flags_a_difference():
     rows = [_race("en 1", 200.0)]
     assert "**2.50x**" in n10.transformers(rows, rows) and "Every answer matched" in n10.transformers(rows, rows)
     assert "Some answers differ" in n10.transformers(rows, [_race("en 1", 200.0, same=False)])
+
+
+def test_one_answer_reads_its_medians_and_says_whether_the_model_copies():
+    shares = {"en 1": {1: 0.40, 3: 0.95}, "en 2": {1: 0.50, 3: 0.97}, "en 3": {1: 0.44, 3: 0.99},
+              "zh 1": {1: 0.30, 3: 0.90}, "zh 2": {1: 0.42, 3: 0.94}, "zh 3": {1: 0.35, 3: 0.96},
+              "random": {1: 1.0, 3: 0.96}}
+    text = n10.one_answer(shares, "random", {"en 1": 0, "zh 1": 30, "zh 2": 2})
+    assert "**44%** of the English" in text and "**35%** of the Chinese" in text and "**100%**" in text
+    assert "last 3 tokens" in text and "**97%** and **94%**" in text
+    assert "This model does not" in text and "before 24 tokens" in text
+    assert "This model does:" in n10.one_answer(shares, "random", {"en 1": 30, "zh 1": 30, "zh 2": 2})

@@ -249,3 +249,29 @@ def test_the_predicted_knee_is_where_the_arithmetic_outgrows_the_read(model):
     flat = VerifyCost(sweep, "fast", 8, (1.0, 1.01), (1.0, 1.01))
     assert flat.predicted_knee is None
     assert VerifyCost(sweep, "fast", 8, (1.0, 1.5), (1.0, 1.01)).predicted_knee == 2
+
+
+def test_one_answer_share_counts_where_looking_back_finds_one_right_answer():
+    from inferlab.speculative import bench as sb
+
+    # 1 2 3 1 2 3: from position 3, the 3 has never been followed, then "1 -> 2" and "2 -> 3" point to one answer
+    assert sb.one_answer_share([1, 2, 3, 1, 2, 3], 3, 1) == pytest.approx(2 / 3)
+    # after 1 came 2 and then 3: looking back for one 1 finds two answers; for "5 1" it finds one
+    assert sb.one_answer_share([1, 2, 1, 3, 1, 2], 3, 1) == 0.0
+    assert sb.one_answer_share([5, 1, 2, 3, 1, 3, 5, 1, 2], 8, 2) == 1.0
+    assert sb.one_answer_share([5, 1, 2, 3, 1, 3, 5, 1, 2], 8, 1) == 0.0
+    for kwargs, name in (({"ngram": 0, "start": 2}, "ngram"), ({"ngram": 2, "start": 1}, "start"),
+                         ({"ngram": 1, "start": 6}, "start")):
+        with pytest.raises(ValueError, match=name):
+            sb.one_answer_share([1, 2, 3, 1, 2, 3], **kwargs)
+
+
+def test_in_text_one_token_points_back_to_one_answer_far_less_often_than_three(model):
+    """What notebook 10 counts on the held-out passages: the current token alone (an induction head's look-up) finds
+    one answer at 35-46% of the answers' tokens, the last three (prompt lookup's) at 95-100%."""
+    from inferlab.speculative import bench as sb
+
+    shares = sb.one_answer_shares(model, 3)
+    assert sorted(shares) == ["en 1", "en 2", "en 3", "zh 1", "zh 2", "zh 3"]
+    for name, share in shares.items():
+        assert share[1] < 0.6 and share[3] > 0.9 and share[1] < share[2] < share[3], (name, share)

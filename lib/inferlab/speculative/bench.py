@@ -2,6 +2,7 @@
 against their targets.
 
     copy_lengths(m)                      # does the model copy a passage its prompt holds? (tokens until it strays)
+    one_answer_shares(m)                 # how often the last 1, 2, 3 tokens point back to one answer
     race(m, grounded_prompts(m))         # il.generate, plain decoding, lookup, transformers' lookup: tokens/s
     draft_gain(m, draft, prompts)        # alpha, c, predicted against measured speed-up of a draft model
     first_token_tv(m, draft, prompt)     # the rejection rule's output distribution against the target's
@@ -59,15 +60,20 @@ PLAIN_PROMPTS = {"en": "ROMEO.\nWhat news", "zh": "春风"}  # nothing in the pr
 
 
 # ----------------------------------------------------------------------------- copying
-def copy_length(model: Model, passage: str, new_tokens: int = 64) -> int:
-    """Greedy, after the passage and its first line again: how many tokens reproduce the passage before the
-    first that does not (the copy the induction heads make, notebook 03)."""
+def _answer_ids(model: Model, passage: str) -> tuple[list[int], list[int]]:
+    """The grounded prompt's ids and the answer that copies the passage's rest (as the prompt's ids continue)."""
     prompt = grounded(passage)
     first_line = passage.split("\n")[0]
     head = model.encode(prompt)
     full = model.encode(prompt + passage[len(first_line) + 1:])
-    want = full[len(head):] if full[:len(head)] == head else model.encode(passage[len(first_line) + 1:])
-    got = plain_generate(model, prompt, min(new_tokens, len(want)), stop_at_eos=False).generated_ids
+    return head, full[len(head):] if full[:len(head)] == head else model.encode(passage[len(first_line) + 1:])
+
+
+def copy_length(model: Model, passage: str, new_tokens: int = 64) -> int:
+    """Greedy, after the passage and its first line again: how many tokens reproduce the passage before the
+    first that does not (the copy the induction heads make, notebook 03)."""
+    want = _answer_ids(model, passage)[1]
+    got = plain_generate(model, grounded(passage), min(new_tokens, len(want)), stop_at_eos=False).generated_ids
     return next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
 
 
@@ -75,6 +81,33 @@ def copy_lengths(model: Model, count: int = 3, new_tokens: int = 64) -> dict[str
     """``copy_length`` of each held-out passage, English and Chinese."""
     return {f"{lang} {i + 1}": copy_length(model, p, new_tokens)
             for lang in ("en", "zh") for i, p in enumerate(passages(lang, count))}
+
+
+def one_answer_share(ids: Sequence[int], start: int, ngram: int) -> float:
+    """Of the ids from position ``start`` on, the share whose last ``ngram`` ids before them occurred earlier and
+    were followed, every time, by this same id: where looking back for those ``ngram`` ids finds one answer, the
+    right one. Prompt lookup looks back for its ``ngram`` last tokens; an induction head (notebook 03) for one."""
+    check_number("ngram", ngram, low=1, integer=True, fix="look back for 1 or more ids (prompt lookup: 3)")
+    check_number("start", start, low=ngram, high=len(ids) - 1, integer=True,
+                 fix="start at an id with ngram ids before it, inside ids")
+    followers: dict[tuple[int, ...], set[int]] = {}  # each n-gram seen so far -> the ids that followed it
+    hits = 0
+    for i in range(ngram, len(ids)):
+        key = tuple(ids[i - ngram:i])
+        hits += i >= start and followers.get(key) == {ids[i]}
+        followers.setdefault(key, set()).add(ids[i])
+    return hits / (len(ids) - start)
+
+
+def one_answer_shares(model: Model, count: int = 3, ngrams: Sequence[int] = (1, 2, 3)) -> dict[str, dict[int, float]]:
+    """``one_answer_share`` over the answer ``copy_length`` wants (the passage's rest, after its first line again),
+    for each held-out passage and each n-gram length: how often the prompt points to one answer."""
+    out = {}
+    for lang in ("en", "zh"):
+        for i, p in enumerate(passages(lang, count)):
+            prompt, want = _answer_ids(model, p)
+            out[f"{lang} {i + 1}"] = {n: one_answer_share(prompt + want, len(prompt), n) for n in ngrams}
+    return out
 
 
 # ----------------------------------------------------------------------------- the race
