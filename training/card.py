@@ -13,6 +13,8 @@ import re
 import subprocess
 from pathlib import Path
 
+from inferlab.speculative.bench import copies_most
+
 from . import gpt2_parts
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -77,9 +79,9 @@ def copying_limit(copy: dict | None) -> str:
     """The Limits sentence on copying text, where most held-out passages were copied for fewer tokens than the aim."""
     if copy is None:
         return ""
-    counts = list(copy["tokens_copied"].values())
-    if sum(n >= copy["aim"] for n in counts) > len(counts) / 2:
+    if copies_most(copy["tokens_copied"], copy["aim"]):
         return ""
+    counts = list(copy["tokens_copied"].values())
     return ("\nIt copies random tokens it has seen twice (the second copy above) but not text: given a passage it "
             f"never trained on and\nthen its first line again, it strays within {max(counts)} tokens (Quality), so "
             "prompt lookup (notebook 10)\nguesses well mostly where its answers loop. `training/README.md` "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 
 from ..i18n import tr
+from ..speculative.bench import copies_most
 from ..units import ms
 from . import join
 
@@ -95,16 +96,11 @@ def race(rows, plain_rows) -> str:
                      "keep failing.", p=p)
 
 
-def _copies_most(lengths: dict, at_least: int) -> bool:
-    """Whether the model copied at least ``at_least`` tokens of most passages."""
-    return sum(v >= at_least for v in lengths.values()) > len(lengths) / 2
-
-
 def copying(lengths: dict, at_least: int = 24) -> str:
     """``{passage: tokens copied before the first divergence}``: does the model copy what its prompt holds?"""
     text = tr("Given a passage and then its first line again, the model reproduced {vals} tokens before it strayed "
               "(on passages it never trained on). ", vals=join(str(v) for v in lengths.values()))
-    if _copies_most(lengths, at_least):
+    if copies_most(lengths, at_least):
         return text + tr("It copies: notebook 03's induction heads look back for the token that followed the "
                          "current one last time and predict it again. That is why the guesses of prompt lookup, "
                          "copied from the prompt the same way, are so often right on this kind of text.")
@@ -132,7 +128,7 @@ def one_answer(shares: dict, random_name: str, lengths: dict, at_least: int = 24
     text += tr("In text, the same word, comma or line break recurs, followed each time by something else: to copy "
                "{a} tokens in a row, a model must match two or three tokens back at nearly every step, as prompt "
                "lookup does by construction. ", a=at_least)
-    if _copies_most(lengths, at_least):
+    if copies_most(lengths, at_least):
         return text + tr("This model does: its copies above run on.")
     return text + tr("This model does not: most of its copies above end before {a} tokens.", a=at_least)
 

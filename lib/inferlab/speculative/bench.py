@@ -77,6 +77,11 @@ def copy_length(model: Model, passage: str, new_tokens: int = 64) -> int:
     return next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
 
 
+def copies_most(lengths: dict[str, int], at_least: int = COPY_AT_LEAST) -> bool:
+    """Whether ``copy_lengths`` reached ``at_least`` tokens on most passages (issue 45's aim)."""
+    return sum(n >= at_least for n in lengths.values()) > len(lengths) / 2
+
+
 def copy_lengths(model: Model, count: int = 3, new_tokens: int = 64) -> dict[str, int]:
     """``copy_length`` of each held-out passage, English and Chinese."""
     return {f"{lang} {i + 1}": copy_length(model, p, new_tokens)
