@@ -50,9 +50,14 @@ def grounded(passage: str) -> str:
     return f"{passage}\n\n{passage.split(chr(10))[0]}\n"
 
 
+def named_passages(count: int = 3) -> dict[str, str]:
+    """``passages`` of both languages, named ``en 1``, ``en 2``, ``zh 1`` ..."""
+    return {f"{lang} {i + 1}": p for lang in ("en", "zh") for i, p in enumerate(passages(lang, count))}
+
+
 def grounded_prompts(count: int = 3) -> dict[str, str]:
     """English and Chinese grounded prompts, named ``en 1``, ``zh 1`` ..."""
-    return {f"{lang} {i + 1}": grounded(p) for lang in ("en", "zh") for i, p in enumerate(passages(lang, count))}
+    return {name: grounded(p) for name, p in named_passages(count).items()}
 
 
 COPY_AT_LEAST = 24  # tokens reproduced before the first divergence, on most passages (issue 45)
@@ -84,8 +89,7 @@ def copies_most(lengths: dict[str, int], at_least: int = COPY_AT_LEAST) -> bool:
 
 def copy_lengths(model: Model, count: int = 3, new_tokens: int = 64) -> dict[str, int]:
     """``copy_length`` of each held-out passage, English and Chinese."""
-    return {f"{lang} {i + 1}": copy_length(model, p, new_tokens)
-            for lang in ("en", "zh") for i, p in enumerate(passages(lang, count))}
+    return {name: copy_length(model, p, new_tokens) for name, p in named_passages(count).items()}
 
 
 def one_answer_share(ids: Sequence[int], start: int, ngram: int) -> float:
@@ -108,10 +112,9 @@ def one_answer_shares(model: Model, count: int = 3, ngrams: Sequence[int] = (1, 
     """``one_answer_share`` over the answer ``copy_length`` wants (the passage's rest, after its first line again),
     for each held-out passage and each n-gram length: how often the prompt points to one answer."""
     out = {}
-    for lang in ("en", "zh"):
-        for i, p in enumerate(passages(lang, count)):
-            prompt, want = _answer_ids(model, p)
-            out[f"{lang} {i + 1}"] = {n: one_answer_share(prompt + want, len(prompt), n) for n in ngrams}
+    for name, p in named_passages(count).items():
+        prompt, want = _answer_ids(model, p)
+        out[name] = {n: one_answer_share(prompt + want, len(prompt), n) for n in ngrams}
     return out
 
 
